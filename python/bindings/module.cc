@@ -1,0 +1,24 @@
+// The _stoker extension module: registration only.  Each bind_*.cc binds one
+// C++ module; conversions live in python/glue/.
+#include <pybind11/pybind11.h>
+
+#include "glue/py_decode.h"
+#include "glue/registry.h"
+
+namespace py = pybind11;
+
+namespace stoker::glue {
+void BindEngine(pybind11::module_& m);
+void BindWorker(pybind11::module_& m);
+}  // namespace stoker::glue
+
+PYBIND11_MODULE(_stoker, m) {
+  m.doc() = "stoker's native engine (see python/stoker for the public API)";
+  stoker::glue::InternNames();
+  if (!stoker::glue::InitHostBufferType(m.ptr())) throw py::error_already_set();
+  m.def("register", [](const char* name, py::handle obj) {
+    if (!stoker::glue::RegisterObject(name, obj.ptr())) throw py::error_already_set();
+  }, "Registers a Python object the native code needs (see stoker/_native.py).");
+  stoker::glue::BindEngine(m);
+  stoker::glue::BindWorker(m);
+}

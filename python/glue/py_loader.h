@@ -1,0 +1,55 @@
+// Conversions between the loader's C++ types and Python objects, kept out of
+// the bind_*.cc files so those stay registration-only.
+//
+// REQUIRES: the GIL, except where a function says it releases it.
+#ifndef STOKER_PY_LOADER_H_
+#define STOKER_PY_LOADER_H_
+
+#include <Python.h>
+
+#include <memory>
+#include <vector>
+
+#include "loader/engine.h"
+#include "loader/worker_port.h"
+
+namespace stoker::glue {
+
+enum class PublishMode { kCollate = 0, kPreserve = 1 };
+
+// Engine (main process) -----------------------------------------------------
+
+// Dispatches a batch of int indices.  Returns the slot, -1 when the engine
+// is busy (ring full, no slot or no memory: wait and retry), -2 when
+// `indices` is not a list of ints (pickle them and use DispatchPayload).
+long DispatchIndices(Engine& e, uint32_t worker, uint64_t batch_id, uint64_t generation,
+                     PyObject* indices, bool allow_over_budget);
+// Dispatches an opaque payload (bytes) of the given TaskKind; -1 when busy.
+long DispatchPayload(Engine& e, uint32_t worker, uint64_t batch_id, uint64_t generation,
+                     uint32_t kind, PyObject* payload, bool allow_over_budget);
+// Waits for completions with the GIL released; returns a list of tuples
+// (kind, slot, worker, batch_id, generation, result, pid, exit_code, signal).
+PyObject* WaitCompletions(Engine& e, double timeout_s);
+// Collates (or preserves) `obj` into a fresh slot of an in-process engine and
+// decodes it.  Returns nullptr without an error set when the caller must fall
+// back to Python's default_collate (collate mode only).
+PyObject* FillLocal(const std::shared_ptr<Engine>& e, PyObject* obj, PublishMode mode, bool numpy_mode);
+PyObject* StatsDict(Engine& e);
+// Bytes of a READY slot's region (an error report).
+PyObject* SlotBytes(Engine& e, uint32_t slot);
+
+// WorkerPort (worker process) -----------------------------------------------
+
+// Next task as (msg, slot, batch_id, generation, kind, payload), or None
+// once the loader is shut down.  Waits with the GIL released.
+PyObject* NextTask(WorkerPort& port);
+// Plans and writes `obj` into the slot and publishes it.  Returns 1 when
+// published, 0 when collate mode needs a Python fallback, -1 on a Python
+// error.  May wait (GIL released) for the main process to enlarge the region.
+int PublishBatch(WorkerPort& port, uint32_t slot, PyObject* obj, PublishMode mode, bool numpy_mode);
+// Publishes an error report (bytes), truncated to the region if needed.
+void PublishBytes(WorkerPort& port, uint32_t slot, SlotResult result, PyObject* bytes);
+
+}  // namespace stoker::glue
+
+#endif  // STOKER_PY_LOADER_H_

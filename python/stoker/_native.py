@@ -1,0 +1,52 @@
+"""Loads the extension module and registers the Python objects it needs.
+
+The extension is built without torch or numpy headers: it learns their types
+and dtype objects here, at import, so one build works with any torch 2.x and
+numpy 1.x/2.x, and with neither installed.
+"""
+from __future__ import annotations
+
+import pickle
+
+from stoker import _pickle
+from stoker import _stoker as lib
+
+_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32",
+           "uint64", "float16", "bfloat16", "float32", "float64", "complex64", "complex128")
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - exercised by the numpy-only path
+    torch = None
+try:
+    import numpy
+except ImportError:  # pragma: no cover
+    numpy = None
+
+HAVE_TORCH = torch is not None
+HAVE_NUMPY = numpy is not None
+
+lib.register("dumps_with_leaves", _pickle.dumps_with_leaves)
+lib.register("loads_with_leaves", _pickle.loads_with_leaves)
+lib.register("pickle.dumps", pickle.dumps)
+lib.register("pickle.loads", pickle.loads)
+if torch is not None:
+    lib.register("torch.Tensor", torch.Tensor)
+    lib.register("torch.strided", torch.strided)
+    lib.register("from_dlpack", getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack)
+    for _name in _DTYPES:
+        lib.register("torch." + _name, getattr(torch, _name, None))
+if numpy is not None:
+    lib.register("numpy.ndarray", numpy.ndarray)
+    lib.register("numpy.asarray", numpy.asarray)
+    lib.register("numpy.ascontiguousarray", numpy.ascontiguousarray)
+
+Engine = lib.Engine
+WorkerPort = lib.WorkerPort
+
+# Task kinds and messages (src/shm/arena_layout.h).
+TASK_INDICES, TASK_PICKLED, TASK_ITER_BATCH, TASK_ITER_ITEM, TASK_INDEX = range(5)
+MSG_FILL, MSG_RESUME = 1, 2
+RESULT_OK, RESULT_ERROR, RESULT_STOP = 0, 1, 2
+MODE_COLLATE, MODE_PRESERVE = 0, 1
+COMPLETION_BATCH, COMPLETION_EXIT = 0, 1

@@ -1,0 +1,205 @@
+"""The worker process: takes tasks from its ring, runs the dataset and writes
+batches straight into shared-memory slots.
+
+Started by multiprocessing (fork, spawn or forkserver).  Seeds, worker info,
+thread count and signal handling follow torch's own worker loop, so datasets
+that rely on them behave the same.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import signal
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from stoker import _native as N
+from stoker.errors import ErrorReport, short_repr
+
+
+class ArenaHandle:
+    """How a worker reaches the arena: the engine itself under fork, the
+    memfd (passed with multiprocessing's fd passing) under spawn/forkserver."""
+
+    def __init__(self, engine=None, fd: Optional[int] = None):
+        self.engine = engine
+        self.fd = fd if fd is not None else engine.fd
+
+    def __reduce__(self):
+        from multiprocessing import reduction
+        return (ArenaHandle._rebuild, (reduction.DupFd(self.fd),))
+
+    @staticmethod
+    def _rebuild(dupfd):
+        return ArenaHandle(fd=dupfd.detach())
+
+    def port(self, worker_id: int):
+        if self.engine is not None:
+            return N.WorkerPort.from_engine(self.engine, worker_id)
+        port = N.WorkerPort.attach(self.fd, worker_id)
+        os.close(self.fd)  # the port holds its own duplicate
+        return port
+
+
+@dataclass
+class WorkerConfig:
+    arena: ArenaHandle
+    worker_id: int
+    num_workers: int
+    dataset: Any
+    is_iterable: bool
+    auto_collation: bool
+    collate_fn: Optional[Callable]   # None: stoker's native default_collate
+    convert: bool                    # default_convert (batch_size=None, no collate_fn)
+    drop_last: bool
+    base_seed: int
+    worker_init_fn: Optional[Callable]
+    numpy_mode: bool
+    parent_pid: int
+
+
+def _seed_like_torch(cfg: WorkerConfig):
+    seed = cfg.base_seed + cfg.worker_id
+    random.seed(seed)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        torch.set_num_threads(1)
+        torch.manual_seed(seed)
+        from torch.utils.data._utils import worker as tw
+        tw._worker_info = tw.WorkerInfo(id=cfg.worker_id, num_workers=cfg.num_workers, seed=seed,
+                                        dataset=cfg.dataset)
+        if N.HAVE_NUMPY:
+            import numpy as np
+            np.random.seed(tw._generate_state(cfg.base_seed, cfg.worker_id))
+    elif N.HAVE_NUMPY:
+        import numpy as np
+        np.random.seed(seed % (2 ** 32))
+    from stoker import _worker_info
+    _worker_info.set(cfg.worker_id, cfg.num_workers, seed, cfg.dataset)
+
+
+class _Fetcher:
+    def __init__(self, cfg: WorkerConfig):
+        self.cfg = cfg
+        self.dataset_iter = iter(cfg.dataset) if cfg.is_iterable else None
+        self.ended = False
+
+    def fetch(self, kind: int, payload):
+        cfg = self.cfg
+        if cfg.is_iterable:
+            if self.ended:
+                raise StopIteration
+            if kind == N.TASK_ITER_BATCH:
+                data = []
+                for _ in range(payload):
+                    try:
+                        data.append(next(self.dataset_iter))
+                    except StopIteration:
+                        self.ended = True
+                        break
+                if not data or (cfg.drop_last and len(data) < payload):
+                    raise StopIteration
+                return data
+            return next(self.dataset_iter)
+        index = pickle.loads(payload) if kind == N.TASK_PICKLED else payload
+        if cfg.auto_collation:
+            getitems = getattr(cfg.dataset, "__getitems__", None)
+            if getitems:
+                return getitems(index)
+            return [cfg.dataset[i] for i in index]
+        return cfg.dataset[index]
+
+
+def _default_collate_py(samples, numpy_mode):
+    if numpy_mode or not N.HAVE_TORCH:
+        from stoker._collate_np import default_collate
+        return default_collate(samples)
+    from torch.utils.data import default_collate
+    return default_collate(samples)
+
+
+def _default_convert_py(data, numpy_mode):
+    if numpy_mode or not N.HAVE_TORCH:
+        return data
+    from torch.utils.data import default_convert
+    return default_convert(data)
+
+
+def publish_batch(port, slot: int, data, cfg: WorkerConfig):
+    """Collates `data` (the fetched samples) into `slot` and publishes it."""
+    if cfg.collate_fn is not None:
+        port.publish(slot, cfg.collate_fn(data), N.MODE_PRESERVE, cfg.numpy_mode)
+    elif cfg.convert:
+        port.publish(slot, _default_convert_py(data, cfg.numpy_mode), N.MODE_PRESERVE, cfg.numpy_mode)
+    elif not port.publish(slot, data, N.MODE_COLLATE, cfg.numpy_mode):
+        port.publish(slot, _default_collate_py(data, cfg.numpy_mode), N.MODE_PRESERVE, cfg.numpy_mode)
+
+
+def _task_description(batch_id, kind, payload) -> str:
+    if kind == N.TASK_INDICES or kind == N.TASK_INDEX:
+        return f"batch {batch_id} (indices {short_repr(payload)})"
+    if kind == N.TASK_PICKLED:
+        try:
+            return f"batch {batch_id} (indices {short_repr(pickle.loads(payload))})"
+        except Exception:
+            return f"batch {batch_id}"
+    return f"batch {batch_id} (iterable dataset)"
+
+
+def worker_main(cfg: WorkerConfig):
+    # Ctrl-C goes to the whole process group; the main process handles it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        N.lib.start_parent_watch(cfg.parent_pid, 0)
+    except Exception:
+        os._exit(0)  # the parent is already gone
+    port = cfg.arena.port(cfg.worker_id)
+    pid = os.getpid()
+    where = f"in DataLoader worker process {cfg.worker_id} (pid {pid})"
+    init_error = None
+    fetcher = None
+    try:
+        _seed_like_torch(cfg)
+        if cfg.worker_init_fn is not None:
+            cfg.worker_init_fn(cfg.worker_id)
+        fetcher = _Fetcher(cfg)
+    except Exception as e:  # reported with the first task, like torch
+        init_error = ErrorReport(e, where + " during worker start-up (worker_init_fn or iter(dataset))")
+    iteration_end = False
+    try:
+        while True:
+            task = port.next_task()
+            if task is None:
+                break
+            msg, slot, batch_id, _gen, kind, payload = task
+            if msg == N.MSG_RESUME:
+                iteration_end = False
+                if init_error is None:
+                    try:
+                        fetcher = _Fetcher(cfg)
+                    except Exception as e:
+                        init_error = ErrorReport(e, where + " in iter(dataset)")
+                continue
+            if init_error is not None:
+                port.publish_error(slot, init_error.to_bytes())
+                init_error = None
+                continue
+            if iteration_end:
+                port.publish_stop(slot)
+                continue
+            try:
+                publish_batch(port, slot, fetcher.fetch(kind, payload), cfg)
+            except Exception as e:
+                if isinstance(e, StopIteration) and cfg.is_iterable:
+                    iteration_end = True
+                    port.publish_stop(slot)
+                else:
+                    report = ErrorReport(e, f"{where} while loading {_task_description(batch_id, kind, payload)}")
+                    port.publish_error(slot, report.to_bytes())
+                del e
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,26 @@
+"""stoker's own record of the current worker, for code that runs without torch.
+With torch installed, torch.utils.data.get_worker_info() is set as well."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    id: int
+    num_workers: int
+    seed: int
+    dataset: Any
+
+
+_info: Optional[WorkerInfo] = None
+
+
+def set(worker_id, num_workers, seed, dataset):  # noqa: A001 - module-level setter
+    global _info
+    _info = WorkerInfo(worker_id, num_workers, seed, dataset)
+
+
+def get() -> Optional[WorkerInfo]:
+    return _info

@@ -1,0 +1,84 @@
+"""Exceptions stoker raises in the training loop, and the report a worker
+sends back when its code raises."""
+from __future__ import annotations
+
+import pickle
+import signal
+import traceback
+
+# Reports must fit in the smallest slot region (64 KiB) with room to spare.
+_MAX_REPORT_TEXT = 48 * 1024
+
+
+class WorkerCrashed(RuntimeError):
+    """A worker process died (signal or exit) while the loader needed it."""
+
+    def __init__(self, message, *, worker_id=None, pid=None, signal=None, exit_code=None, indices=None):
+        super().__init__(message)
+        self.worker_id = worker_id
+        self.pid = pid
+        self.signal = signal
+        self.exit_code = exit_code
+        self.indices = indices
+
+
+class LoaderTimeout(RuntimeError):
+    """No batch arrived within the loader's `timeout`."""
+
+
+def describe_exit(signal_number: int, exit_code: int) -> str:
+    if signal_number:
+        try:
+            name = signal.Signals(signal_number).name
+        except ValueError:
+            name = f"signal {signal_number}"
+        return f"killed by signal {signal_number} ({name})"
+    return f"exited with code {exit_code}"
+
+
+def short_repr(obj, limit: int = 200) -> str:
+    text = repr(obj)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class ErrorReport:
+    """What a worker sends when the user's code raises: the exception type, the
+    formatted traceback and where it happened.  Re-raised in the main process
+    as the original type, like torch's ExceptionWrapper."""
+
+    def __init__(self, exc: BaseException, where: str):
+        self.exc_type = type(exc)
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        if len(text) > _MAX_REPORT_TEXT:
+            text = text[: _MAX_REPORT_TEXT // 2] + "\n[... traceback truncated ...]\n" + text[-_MAX_REPORT_TEXT // 2:]
+        self.exc_msg = text
+        self.where = where
+
+    def to_bytes(self) -> bytes:
+        try:
+            data = pickle.dumps(self)
+            pickle.loads(data)  # the type must be importable on the other side
+            return data
+        except Exception:
+            self.exc_msg = f"{self.exc_type.__module__}.{self.exc_type.__qualname__}: " + self.exc_msg
+            self.exc_type = RuntimeError
+            return pickle.dumps(self)
+
+    def reraise(self):
+        msg = f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.exc_msg}"
+        if self.exc_type is KeyError:
+            msg = _KeyErrorMessage(msg)
+        elif getattr(self.exc_type, "message", None):
+            raise self.exc_type(message=msg)
+        try:
+            exception = self.exc_type(msg)
+        except Exception:
+            raise RuntimeError(msg) from None
+        raise exception
+
+
+class _KeyErrorMessage(str):
+    """KeyError repr()s its argument; keep the traceback readable."""
+
+    def __repr__(self):
+        return self

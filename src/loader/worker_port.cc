@@ -1,0 +1,91 @@
+#include "loader/worker_port.h"
+
+#include "sync/doorbell.h"
+#include "sync/futex.h"
+#include "sync/spsc_ring.h"
+
+namespace stoker {
+
+WorkerPort::WorkerPort(std::shared_ptr<Arena> arena, uint32_t worker_id)
+    : arena_(std::move(arena)), id_(worker_id), wb_(arena_->worker(worker_id)) {
+  wb_->state.store(static_cast<uint32_t>(WorkerState::kIdle), std::memory_order_release);
+}
+
+Status WorkerPort::Next(Task* t, int64_t timeout_ns) {
+  SpscRing ring(&wb_->tasks);
+  ControlBlock* c = arena_->control();
+  wb_->state.store(static_cast<uint32_t>(WorkerState::kIdle), std::memory_order_relaxed);
+  uint64_t e = 0;
+  auto ready = [&] {
+    return !ring.Empty() || ring.Closed() || c->shutdown.load(std::memory_order_acquire) != 0;
+  };
+  for (;;) {
+    if (c->shutdown.load(std::memory_order_acquire) != 0) return Status::Closed("loader shut down");
+    if (ring.TryPop(&e)) break;
+    if (ring.Closed()) return Status::Closed("loader shut down");
+    if (!Doorbell(&wb_->task_bell).WaitUntil(ready, timeout_ns))
+      return Status::Timeout("no task");
+  }
+  t->msg = TaskEntryMsg(e);
+  if (t->msg == TaskMsg::kResume) {
+    t->generation = TaskEntryValue(e);
+    return Status::OK();
+  }
+  if (t->msg != TaskMsg::kFill || TaskEntryValue(e) >= c->max_slots)
+    return Status::Internal("corrupt task entry " + std::to_string(e) + " on worker " + std::to_string(id_));
+  const auto slot = static_cast<uint32_t>(TaskEntryValue(e));
+  SlotHeader* h = arena_->slot(slot);
+  h->state.store(static_cast<uint32_t>(SlotState::kFilling), std::memory_order_release);
+  t->slot = slot;
+  t->batch_id = h->batch_id;
+  t->generation = h->generation;
+  t->kind = static_cast<TaskKind>(h->task_kind);
+  t->payload = arena_->base() + h->region_offset;
+  t->payload_bytes = h->task_bytes;
+  wb_->current_slot.store(slot + 1, std::memory_order_relaxed);
+  wb_->state.store(static_cast<uint32_t>(WorkerState::kBusy), std::memory_order_relaxed);
+  task_start_ns_ = MonotonicNanos();
+  return Status::OK();
+}
+
+uint8_t* WorkerPort::Region(uint32_t slot, uint64_t* capacity) {
+  SlotHeader* h = arena_->slot(slot);
+  *capacity = h->region_capacity;
+  return arena_->base() + h->region_offset;
+}
+
+Result<uint8_t*> WorkerPort::Reserve(uint32_t slot, uint64_t bytes) {
+  SlotHeader* h = arena_->slot(slot);
+  if (bytes <= h->region_capacity) return arena_->base() + h->region_offset;
+  h->needed_bytes = bytes;
+  h->state.store(static_cast<uint32_t>(SlotState::kNeedSpace), std::memory_order_release);
+  SpscRing(&wb_->done).TryPush(slot);
+  ControlBlock* c = arena_->control();
+  Doorbell(&c->done_bell).Ring();
+  auto answered = [&] {
+    return h->state.load(std::memory_order_acquire) != static_cast<uint32_t>(SlotState::kNeedSpace) ||
+           c->shutdown.load(std::memory_order_acquire) != 0;
+  };
+  Doorbell(&h->bell).WaitUntil(answered, -1);
+  if (h->state.load(std::memory_order_acquire) == static_cast<uint32_t>(SlotState::kNeedSpace))
+    return Status::Closed("loader shut down while waiting for memory");
+  if (h->needed_bytes == 0 || h->region_capacity < bytes)
+    return Status::ResourceExhausted(
+        "this batch needs " + std::to_string(bytes) + " bytes of shared memory, more than the loader's "
+        "hard cap allows; raise max_memory or lower batch_size");
+  return arena_->base() + h->region_offset;
+}
+
+void WorkerPort::Publish(uint32_t slot, SlotResult result, uint64_t used) {
+  SlotHeader* h = arena_->slot(slot);
+  h->result = static_cast<uint32_t>(result);
+  h->used_bytes = used;
+  h->state.store(static_cast<uint32_t>(SlotState::kReady), std::memory_order_release);
+  wb_->busy_ns.fetch_add(static_cast<uint64_t>(MonotonicNanos() - task_start_ns_), std::memory_order_relaxed);
+  wb_->batches.fetch_add(1, std::memory_order_relaxed);
+  wb_->current_slot.store(0, std::memory_order_relaxed);
+  SpscRing(&wb_->done).TryPush(slot);
+  Doorbell(&arena_->control()->done_bell).Ring();
+}
+
+}  // namespace stoker

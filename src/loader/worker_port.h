@@ -1,0 +1,56 @@
+// WorkerPort: the worker-process side of a loader.  Takes tasks from the
+// worker's ring, hands out the slot's region to write a batch into (asking
+// the main process for a bigger one when it does not fit) and publishes the
+// finished slot on the done ring.
+//
+// Thread safety: one thread per port (the worker's main thread).
+#ifndef STOKER_LOADER_WORKER_PORT_H_
+#define STOKER_LOADER_WORKER_PORT_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "shm/arena.h"
+#include "stoker/status.h"
+
+namespace stoker {
+
+struct Task {
+  TaskMsg msg = TaskMsg::kFill;
+  uint32_t slot = 0;
+  uint64_t batch_id = 0;
+  uint64_t generation = 0;      // for kResume: the new generation
+  TaskKind kind = TaskKind::kIndices;
+  const uint8_t* payload = nullptr;  // valid until Reserve() or Publish()
+  uint64_t payload_bytes = 0;
+};
+
+class WorkerPort {
+ public:
+  WorkerPort(std::shared_ptr<Arena> arena, uint32_t worker_id);
+
+  // Blocks for the next task or message (timeout_ns < 0: no limit).
+  // Returns Closed once the main process shut the loader down.
+  Status Next(Task* t, int64_t timeout_ns);
+  // Returns the slot's region, at least `bytes` long, asking the main
+  // process for a bigger one if needed (blocks until it answers).  Returns
+  // ResourceExhausted when the main process cannot provide it; the slot's
+  // current region (>= 64 KiB) is still usable for an error report.
+  Result<uint8_t*> Reserve(uint32_t slot, uint64_t bytes);
+  uint8_t* Region(uint32_t slot, uint64_t* capacity);
+  // Hands the slot back to the main process with `used` bytes of result.
+  void Publish(uint32_t slot, SlotResult result, uint64_t used);
+
+  uint32_t id() const { return id_; }
+  Arena& arena() { return *arena_; }
+
+ private:
+  std::shared_ptr<Arena> arena_;
+  uint32_t id_;
+  WorkerBlock* wb_;
+  int64_t task_start_ns_ = 0;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_LOADER_WORKER_PORT_H_

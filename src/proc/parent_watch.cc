@@ -1,0 +1,32 @@
+#include "proc/parent_watch.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "proc/supervisor.h"
+
+namespace stoker {
+
+Status StartParentWatch(pid_t expected_parent, int exit_code) {
+  UniqueFd fd = PidfdOpen(expected_parent);
+  const int err = errno;
+  if (getppid() != expected_parent)
+    return Status::Closed("the parent process " + std::to_string(expected_parent) + " is gone");
+  if (!fd.valid()) return Status::IOError("pidfd_open(parent " + std::to_string(expected_parent) + ")", err);
+  std::thread([pidfd = fd.release(), exit_code] {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    struct pollfd p {pidfd, POLLIN, 0};
+    while (poll(&p, 1, -1) < 0 && errno == EINTR) {
+    }
+    _exit(exit_code);
+  }).detach();
+  return Status::OK();
+}
+
+}  // namespace stoker

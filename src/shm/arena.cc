@@ -1,0 +1,102 @@
+#include "shm/arena.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <new>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+namespace stoker {
+
+Result<std::shared_ptr<Arena>> Arena::Create(const ArenaGeometry& g) {
+  if (g.num_workers > 4096) return Status::InvalidArgument("num_workers must be at most 4096");
+  if (g.max_slots == 0 || g.max_slots > (1u << 20))
+    return Status::InvalidArgument("max_slots must be in [1, 1048576]");
+  const uint64_t workers_off = AlignUp(sizeof(ControlBlock), 4096);
+  const uint64_t slots_off = AlignUp(workers_off + uint64_t{g.num_workers} * sizeof(WorkerBlock), 4096);
+  const uint64_t data_off = AlignUp(slots_off + uint64_t{g.max_slots} * sizeof(SlotHeader), 4096);
+  const uint64_t reserve = AlignUp(std::max(g.reserve_bytes, data_off + (1u << 20)), 4096);
+
+  UniqueFd fd(static_cast<int>(memfd_create("stoker-arena", MFD_CLOEXEC)));
+  if (!fd.valid()) return Status::IOError("memfd_create(stoker-arena)", errno);
+  if (ftruncate(fd.get(), static_cast<off_t>(data_off)) != 0)
+    return Status::IOError("ftruncate of the arena to " + std::to_string(data_off) + " bytes", errno);
+  void* p = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd.get(), 0);
+  if (p == MAP_FAILED)
+    return Status::IOError("mmap of " + std::to_string(reserve) + " bytes for the slot arena", errno);
+  auto* base = static_cast<uint8_t*>(p);
+  std::memset(base, 0, data_off);
+  auto* c = new (base) ControlBlock();
+  c->magic = kArenaMagic;
+  c->version = kArenaVersion;
+  c->num_workers = g.num_workers;
+  c->max_slots = g.max_slots;
+  c->reserve_bytes = reserve;
+  c->workers_offset = workers_off;
+  c->slots_offset = slots_off;
+  c->data_offset = data_off;
+  c->committed_bytes.store(data_off, std::memory_order_release);
+  return std::shared_ptr<Arena>(new Arena(std::move(fd), base, reserve));
+}
+
+Result<std::shared_ptr<Arena>> Arena::Attach(int fd_in) {
+  UniqueFd fd(fcntl(fd_in, F_DUPFD_CLOEXEC, 0));
+  if (!fd.valid()) return Status::IOError("dup of arena fd " + std::to_string(fd_in), errno);
+  ControlBlock head;
+  if (pread(fd.get(), &head, sizeof(head), 0) != static_cast<ssize_t>(sizeof(head)))
+    return Status::IOError("reading the arena header from fd " + std::to_string(fd_in), errno ? errno : EIO);
+  if (head.magic != kArenaMagic || head.version != kArenaVersion)
+    return Status::InvalidArgument("fd " + std::to_string(fd_in) + " is not a stoker arena of version " +
+                                   std::to_string(kArenaVersion));
+  void* p = mmap(nullptr, head.reserve_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd.get(), 0);
+  if (p == MAP_FAILED)
+    return Status::IOError("mmap of " + std::to_string(head.reserve_bytes) + " bytes for the slot arena", errno);
+  return std::shared_ptr<Arena>(new Arena(std::move(fd), static_cast<uint8_t*>(p), head.reserve_bytes));
+}
+
+Arena::~Arena() { munmap(base_, reserve_); }
+
+Status Arena::Grow(uint64_t new_size) {
+  const uint64_t old = committed_bytes();
+  if (new_size <= old) return Status::OK();
+  if (new_size > reserve_)
+    return Status::ResourceExhausted("arena would grow to " + std::to_string(new_size) +
+                                     " bytes, past its reserved " + std::to_string(reserve_) + " bytes");
+  if (ftruncate(fd_.get(), static_cast<off_t>(new_size)) != 0)
+    return Status::IOError("ftruncate of the slot arena to " + std::to_string(new_size) + " bytes", errno);
+  // Pre-fault: allocate the shmem pages now rather than on the first batch.
+  if (madvise(base_ + old, new_size - old, MADV_POPULATE_WRITE) != 0) {
+    if (errno == ENOMEM || errno == EFAULT) {
+      // Roll back so no process can touch pages we could not back.
+      (void)ftruncate(fd_.get(), static_cast<off_t>(old));
+      return Status::ResourceExhausted("could not back " + std::to_string(new_size - old) +
+                                       " bytes of shared memory for the slot arena (out of memory?)");
+    }
+    // EINVAL on kernels without MADV_POPULATE_WRITE: touch the pages instead.
+    for (uint64_t o = old; o < new_size; o += kPageSize) base_[o] = 0;
+  }
+  control()->committed_bytes.store(new_size, std::memory_order_release);
+  return Status::OK();
+}
+
+Status Arena::Discard(uint64_t offset, uint64_t len) {
+  if (len == 0) return Status::OK();
+  if (fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                static_cast<off_t>(len)) != 0)
+    return Status::IOError("fallocate(PUNCH_HOLE) in the slot arena", errno);
+  return Status::OK();
+}
+
+bool Arena::Contains(const void* p, uint64_t len) const {
+  auto* q = static_cast<const uint8_t*>(p);
+  return q >= base_ && q + len <= base_ + committed_bytes();
+}
+
+}  // namespace stoker

@@ -1,0 +1,77 @@
+// Arena: one memfd-backed shared mapping holding a loader's control block,
+// worker rings, slot headers and the region heap that batches are written to.
+//
+// Nothing is named in /dev/shm: the memory lives as long as some process
+// holds the fd or a mapping, so a SIGKILL leaves no residue.  Every process
+// maps the full `reserve_bytes` range once; the main process grows the file
+// (Grow) as it hands out regions, and the new pages become visible through
+// the existing mappings of every process, so workers never remap.  Touching
+// bytes beyond the committed size raises SIGBUS, which is why only the main
+// process hands out offsets, and only below committed_bytes.
+//
+// Thread safety: Create/Attach return independent objects; Grow must be
+// called from one thread at a time (the Engine's lock).
+#ifndef STOKER_SHM_ARENA_H_
+#define STOKER_SHM_ARENA_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "core/unique_fd.h"
+#include "shm/arena_layout.h"
+#include "stoker/status.h"
+
+namespace stoker {
+
+struct ArenaGeometry {
+  uint32_t num_workers = 0;
+  uint32_t max_slots = 0;
+  uint64_t reserve_bytes = 0;  // virtual size mapped by every process
+};
+
+class Arena {
+ public:
+  // Creates a new arena (main process).  The control area is committed and
+  // initialised; the region heap starts empty.
+  static Result<std::shared_ptr<Arena>> Create(const ArenaGeometry& g);
+  // Maps an existing arena from an fd (a worker).  The fd is duplicated.
+  static Result<std::shared_ptr<Arena>> Attach(int fd);
+
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  uint8_t* base() const { return base_; }
+  int fd() const { return fd_.get(); }
+  ControlBlock* control() const { return reinterpret_cast<ControlBlock*>(base_); }
+  WorkerBlock* worker(uint32_t i) const {
+    return reinterpret_cast<WorkerBlock*>(base_ + control()->workers_offset) + i;
+  }
+  SlotHeader* slot(uint32_t i) const {
+    return reinterpret_cast<SlotHeader*>(base_ + control()->slots_offset) + i;
+  }
+  uint64_t reserve_bytes() const { return reserve_; }
+  uint64_t committed_bytes() const {
+    return control()->committed_bytes.load(std::memory_order_acquire);
+  }
+  // Main process only: makes the file at least new_size bytes (never shrinks)
+  // and pre-faults the new pages so batches never page-fault in shmem.
+  Status Grow(uint64_t new_size);
+  // Returns the physical pages of [offset, offset+len) to the kernel while
+  // keeping the range valid (it reads as zeros afterwards).
+  Status Discard(uint64_t offset, uint64_t len);
+  // True when [p, p+len) lies inside the committed part of this mapping.
+  bool Contains(const void* p, uint64_t len) const;
+
+ private:
+  Arena(UniqueFd fd, uint8_t* base, uint64_t reserve) : fd_(std::move(fd)), base_(base), reserve_(reserve) {}
+  UniqueFd fd_;
+  uint8_t* base_;
+  uint64_t reserve_;
+};
+
+inline uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace stoker
+
+#endif  // STOKER_SHM_ARENA_H_
