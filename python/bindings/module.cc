@@ -10,6 +10,7 @@ namespace py = pybind11;
 namespace stoker::glue {
 void BindEngine(pybind11::module_& m);
 void BindWorker(pybind11::module_& m);
+void BindScheduler(pybind11::module_& m);
 }  // namespace stoker::glue
 
 PYBIND11_MODULE(_stoker, m) {
@@ -21,4 +22,5 @@ PYBIND11_MODULE(_stoker, m) {
   }, "Registers a Python object the native code needs (see stoker/_native.py).");
   stoker::glue::BindEngine(m);
   stoker::glue::BindWorker(m);
+  stoker::glue::BindScheduler(m);
 }

@@ -9,11 +9,9 @@ of those slots, with no pickling and no copy.
 from __future__ import annotations
 
 import collections
-import itertools
 import multiprocessing as python_multiprocessing
 import os
 import pickle
-import threading
 import warnings
 import weakref
 from typing import Any, Optional
@@ -106,12 +104,15 @@ class _StokerIter(_BaseDataLoaderIter):
         else:
             self._wcollate = None if _is_default(user_collate, "default_convert") else loader.collate_fn
             self._convert = self._wcollate is None
+        self._max_memory = loader.max_memory
         self._engine = N.Engine(nw, loader.max_memory, 0, max(256, 4 * self._prefetch + 64))
+        if nw:
+            self._pump = N.lib.Pump(self._engine, nw, self._prefetch, self._in_order, self._is_iterable,
+                                    self._auto_collation, self._numpy)
         self._warned = set()
         self._pinned_upto = 0
         self._workers = []
         self._shutdown = False
-        self._gen = 0
         self._stats = _Throughput()
         if nw > 0:
             self._start_workers(loader)
@@ -137,23 +138,8 @@ class _StokerIter(_BaseDataLoaderIter):
 
     def _reset(self, loader, first_iter=False):
         super()._reset(loader, first_iter)
-        self._gen += 1
-        self._send_idx = 0
-        self._rcvd_idx = 0
-        self._pending_index = None
-        self._exhausted = False
-        # Batches of an abandoned epoch: release what is ready, drop the rest on arrival.
-        for entry in getattr(self, "_ready", {}).values():
-            if entry[0] == "batch":
-                self._engine.release(entry[1])
-        self._ready = {} if self._in_order else collections.OrderedDict()
-        self._tasks = {}           # batch id -> (worker, slot, index) in flight this generation
-        self._outstanding = [0] * max(self._num_workers, 1)
-        self._active = [True] * self._num_workers
-        self._cycle = itertools.cycle(range(self._num_workers)) if self._num_workers else None
-        if not first_iter and self._is_iterable:
-            for wid in range(self._num_workers):
-                self._engine.send_resume(wid, self._gen)
+        if self._num_workers:
+            self._pump.reset(self._sampler_iter, not first_iter)
         self._stats.reset()
 
     def _shutdown_workers(self):
@@ -173,10 +159,9 @@ class _StokerIter(_BaseDataLoaderIter):
                 w.kill()
                 w.join()
             deadline = 0.1
-        for entry in getattr(self, "_ready", {}).values():
-            if entry[0] == "batch":
-                engine.release(entry[1])
-        self._ready = {}
+        pump = getattr(self, "_pump", None)
+        if pump is not None:
+            pump.clear()
 
     def __del__(self):
         try:
@@ -184,79 +169,43 @@ class _StokerIter(_BaseDataLoaderIter):
         except Exception:
             pass
 
-    # ---- dispatch --------------------------------------------------------
+    # ---- iteration -------------------------------------------------------
 
-    def _pick_worker(self) -> Optional[int]:
-        if self._is_iterable:
-            for _ in range(self._num_workers):
-                wid = next(self._cycle)
-                if self._active[wid]:
-                    return wid
-            return None
-        return min(range(self._num_workers), key=self._outstanding.__getitem__)
-
-    def _dispatch_one(self, wid: int, index, over_budget: bool) -> int:
-        bid, gen, eng = self._send_idx, self._gen, self._engine
-        if self._is_iterable:
-            if self._auto_collation:
-                return eng.dispatch_payload(wid, bid, gen, N.TASK_ITER_BATCH, len(index).to_bytes(8, "little"), over_budget)
-            return eng.dispatch_payload(wid, bid, gen, N.TASK_ITER_ITEM, None, over_budget)
-        if self._auto_collation:
-            slot = eng.dispatch_indices(wid, bid, gen, index, over_budget)
-            if slot != -2:
-                return slot
-        elif type(index) is int and -(1 << 63) <= index < (1 << 63):
-            return eng.dispatch_payload(wid, bid, gen, N.TASK_INDEX, index.to_bytes(8, "little", signed=True), over_budget)
-        return eng.dispatch_payload(wid, bid, gen, N.TASK_PICKLED, pickle.dumps(index), over_budget)
-
-    def _try_dispatch(self):
-        while len(self._tasks) < self._prefetch and not self._exhausted:
-            wid = self._pick_worker()
-            if wid is None:
-                return
-            if self._pending_index is None:
-                try:
-                    self._pending_index = self._next_index()
-                except StopIteration:
-                    self._exhausted = True
-                    return
-            slot = self._dispatch_one(wid, self._pending_index, over_budget=not self._tasks and not self._ready)
-            if slot < 0:
-                return
-            self._tasks[self._send_idx] = (wid, slot, self._pending_index)
-            self._outstanding[wid] += 1
-            self._send_idx += 1
-            self._pending_index = None
-
-    # ---- completion ------------------------------------------------------
-
-    def _collect(self, timeout: float):
-        for kind, slot, wid, bid, gen, result, pid, code, sig in self._engine.wait(timeout):
-            if kind == N.COMPLETION_EXIT:
-                self._on_worker_exit(wid, pid, code, sig)
-                continue
-            if gen != self._gen or bid not in self._tasks:
-                self._engine.release(slot)  # from an abandoned epoch
-                continue
-            self._outstanding[wid] -= 1
-            if result == N.RESULT_OK:
-                entry = ("batch", slot, wid)
-            elif result == N.RESULT_STOP:
-                self._engine.release(slot)
-                self._active[wid] = False
-                entry = ("stop", None, wid)
-            else:
-                data = self._engine.slot_bytes(slot)
-                self._engine.release(slot)
-                entry = ("error", data, wid)
-            self._ready[bid] = entry
-
-    def _on_worker_exit(self, wid, pid, code, sig):
+    def _next_data(self):
+        if self._num_workers == 0:
+            return self._next_local()
         if self._shutdown:
-            return
-        held = [(bid, idx) for bid, (w, _s, idx) in self._tasks.items() if w == wid]
-        what = describe_exit(sig, code)
-        msg = f"DataLoader worker {wid} (pid {pid}) exited unexpectedly: {what}"
+            raise StopIteration
+        timeout = self._timeout if self._timeout > 0 else -1.0
+        code, value = self._pump.next(timeout)
+        if code == 0:
+            return value
+        if code == 5:
+            batch, flags = value
+            self._warn_flags(flags)
+            return batch
+        if code == 3:
+            if not self._persistent_workers:
+                self._shutdown_workers()
+            raise StopIteration
+        if code == 1:
+            report, _wid, _bid, _index = value
+            pickle.loads(report).reraise()
+        if code == 2:
+            self._raise_crash(*value)
+        if code == 4:
+            self._raise_timeout()
+        raise AssertionError(f"stoker: unknown pump outcome {code}")
+
+    def _held_by(self):
+        held = collections.defaultdict(list)
+        for bid, wid, idx in self._pump.in_flight():
+            held[wid].append((bid, idx))
+        return held
+
+    def _raise_crash(self, wid, pid, code, sig):
+        held = self._held_by().get(wid, [])
+        msg = f"DataLoader worker {wid} (pid {pid}) exited unexpectedly: {describe_exit(sig, code)}"
         if held:
             msg += "; it held " + ", ".join(f"batch {b} (indices {short_repr(i, 120)})" for b, i in held)
         if sig == 9:
@@ -266,80 +215,28 @@ class _StokerIter(_BaseDataLoaderIter):
         raise WorkerCrashed(msg, worker_id=wid, pid=pid, signal=sig or None,
                             exit_code=None if sig else code, indices=[i for _b, i in held])
 
-    # ---- iteration -------------------------------------------------------
-
-    def _take_ready(self):
-        if self._in_order:
-            return self._rcvd_idx, self._ready.pop(self._rcvd_idx, None)
-        if self._ready:
-            return self._ready.popitem(last=False)
-        return None, None
-
-    def _epoch_done(self) -> bool:
-        if self._is_iterable:
-            return not any(self._active) and not self._tasks
-        return self._exhausted and not self._tasks
-
-    def _next_data(self):
-        if self._num_workers == 0:
-            return self._next_local()
-        if self._shutdown:
-            raise StopIteration
-        while True:
-            self._try_dispatch()
-            bid, entry = self._take_ready()
-            if entry is not None:
-                self._tasks.pop(bid, None)
-                if self._in_order:
-                    self._rcvd_idx += 1
-                kind, payload, _wid = entry
-                if kind == "stop":
-                    continue
-                if kind == "error":
-                    self._try_dispatch()
-                    pickle.loads(payload).reraise()
-                return self._hand_out(payload)
-            if self._epoch_done():
-                if not self._persistent_workers:
-                    self._shutdown_workers()
-                raise StopIteration
-            self._wait_for_completion()
-
-    def _wait_for_completion(self):
-        if self._timeout > 0:
-            t0 = self._stats.now()
-            self._collect(self._timeout)
-            if not self._ready and self._stats.now() - t0 >= self._timeout:
-                self._raise_timeout()
-        else:
-            self._collect(-1.0)
-
     def _raise_timeout(self):
-        held = collections.defaultdict(list)
-        for bid, (wid, _slot, idx) in self._tasks.items():
-            held[wid].append(f"batch {bid} (indices {short_repr(idx, 120)})")
-        parts = [f"worker {wid} (pid {self._workers[wid].pid}) holds {', '.join(b)}" for wid, b in sorted(held.items())]
+        parts = []
+        for wid, tasks in sorted(self._held_by().items()):
+            batches = ", ".join(f"batch {b} (indices {short_repr(i, 120)})" for b, i in tasks)
+            parts.append(f"worker {wid} (pid {self._workers[wid].pid}) holds {batches}")
         raise LoaderTimeout(f"DataLoader timed out after {self._timeout} seconds"
                             + ("; " + "; ".join(parts) if parts else ""))
 
-    def _hand_out(self, slot: int):
-        data, copied = self._engine.decode(slot, self._numpy)
-        if copied:
+    def _warn_flags(self, flags: int):
+        if flags & 1:
             self._warn_once("copy", "stoker: the training loop holds so many batches that the slot pool "
-                            f"(max_memory={self._engine.stats()['max_memory']} bytes) would run out; further batches "
-                            "are copied out of shared memory. Drop references to old batches or raise max_memory.")
-        self._after_batch()
-        return data
+                            f"(max_memory={self._max_memory} bytes) would run out; further batches are copied "
+                            "out of shared memory. Drop references to old batches or raise max_memory.")
+        if flags & 2:
+            st = self._engine.stats()
+            self._warn_once("over", f"stoker: a batch of {st['expected_batch_bytes']} bytes did not fit in "
+                            f"max_memory={st['max_memory']} bytes with the other batches in flight; the pool "
+                            f"grew past its budget (hard cap {st['hard_cap']} bytes). Raise max_memory.")
 
     def _after_batch(self):
         if self._pin_memory:
             self._pin_new_memory()
-        if "over" not in self._warned:
-            st = self._engine.stats()
-            if st["over_budget_events"]:
-                self._warn_once("over", f"stoker: a batch of {st['expected_batch_bytes']} bytes did not fit in "
-                                f"max_memory={st['max_memory']} bytes with the other batches in flight; the pool "
-                                f"grew past its budget (hard cap {st['hard_cap']} bytes). Raise max_memory.")
 
     def _next_local(self):
         """num_workers=0: fetch and collate in this process, into a slot."""

@@ -124,6 +124,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool shut_down() const { return shutdown_; }
 
   EngineStats Stats();
+  // Cheap counters for per-batch checks (Stats() walks every slot).
+  uint64_t over_budget_events() {
+    std::lock_guard<std::mutex> g(mu_);
+    return over_budget_events_;
+  }
 
  private:
   Engine(const EngineOptions& o, std::shared_ptr<Arena> a);

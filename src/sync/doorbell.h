@@ -12,6 +12,9 @@
 #define STOKER_SYNC_DOORBELL_H_
 
 #include <atomic>
+#include <sched.h>
+
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 
@@ -45,7 +48,16 @@ class Doorbell {
       Pause();
       if (ready()) return true;
     }
-    const int64_t deadline = timeout_ns < 0 ? -1 : MonotonicNanos() + timeout_ns;
+    const int64_t now = MonotonicNanos();
+    const int64_t deadline = timeout_ns < 0 ? -1 : now + timeout_ns;
+    // Then yield the CPU for a short while before sleeping: a peer that is
+    // about to answer (a worker finishing a tiny batch) usually does so within
+    // microseconds, and a futex sleep/wake pair costs more than that.
+    const int64_t yield_until = now + std::min<int64_t>(kYieldNanos, timeout_ns < 0 ? kYieldNanos : timeout_ns);
+    while (MonotonicNanos() < yield_until) {
+      sched_yield();
+      if (ready()) return true;
+    }
     for (;;) {
       l_->sleepers.fetch_add(1, std::memory_order_seq_cst);
       const uint32_t token = l_->seq.load(std::memory_order_seq_cst);
@@ -69,6 +81,7 @@ class Doorbell {
 
  private:
   static constexpr int kSpins = 64;
+  static constexpr int64_t kYieldNanos = 50 * 1000;
   static void Pause() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();

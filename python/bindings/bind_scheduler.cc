@@ -1,0 +1,29 @@
+// Binds loader/scheduler.h through glue/py_pump.h.  Registration only.
+#include <pybind11/pybind11.h>
+
+#include "glue/py_pump.h"
+
+namespace py = pybind11;
+
+namespace stoker::glue {
+
+namespace {
+py::object Steal(PyObject* o) {
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+}  // namespace
+
+void BindScheduler(py::module_& m) {
+  py::class_<Pump>(m, "Pump")
+      .def(py::init([](std::shared_ptr<Engine> e, uint32_t workers, uint32_t prefetch, bool in_order, bool iterable,
+                       bool auto_collation, bool numpy_mode) {
+             return new Pump(e, SchedulerOptions{workers, prefetch, in_order, iterable}, auto_collation, numpy_mode);
+           }))
+      .def("reset", [](Pump& p, py::handle it, bool resume) { p.Reset(it.ptr(), resume); })
+      .def("next", [](Pump& p, double timeout_s) { return Steal(p.Next(timeout_s)); })
+      .def("in_flight", [](Pump& p) { return Steal(p.InFlight()); })
+      .def("clear", &Pump::Clear);
+}
+
+}  // namespace stoker::glue

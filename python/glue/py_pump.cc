@@ -1,0 +1,146 @@
+#include "glue/py_pump.h"
+
+#include <cstring>
+
+#include "glue/py_decode.h"
+#include "glue/registry.h"
+
+namespace stoker::glue {
+
+namespace {
+// A Status for "a Python exception is pending"; the caller re-raises it.
+Status PythonError() { return Status::Internal("python exception"); }
+
+bool PutInt64(int64_t v, std::string* out) {
+  out->append(reinterpret_cast<const char*>(&v), 8);
+  return true;
+}
+}  // namespace
+
+Result<bool> PyIndexSource::Next(TaskSpec* spec) {
+  PyObject* idx = PyIter_Next(iter_);
+  if (!idx) {
+    if (PyErr_Occurred()) return PythonError();
+    return false;
+  }
+  spec->token = reinterpret_cast<uint64_t>(idx);  // owns the reference
+  if (iterable_) {
+    if (auto_) {
+      const Py_ssize_t n = PyObject_Length(idx);
+      if (n < 0) return PythonError();
+      spec->kind = TaskKind::kIterBatch;
+      PutInt64(n, &spec->payload);
+    } else {
+      spec->kind = TaskKind::kIterItem;
+    }
+    return true;
+  }
+  if (auto_ && PyList_CheckExact(idx)) {
+    const Py_ssize_t n = PyList_GET_SIZE(idx);
+    spec->payload.resize(static_cast<size_t>(n) * 8);
+    bool ints = true;
+    for (Py_ssize_t i = 0; i < n && ints; ++i) {
+      PyObject* x = PyList_GET_ITEM(idx, i);
+      long long v = PyLong_CheckExact(x) ? PyLong_AsLongLong(x) : (ints = false, 0);
+      if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        ints = false;
+      }
+      std::memcpy(&spec->payload[8 * i], &v, 8);
+    }
+    if (ints) {
+      spec->kind = TaskKind::kIndices;
+      return true;
+    }
+    spec->payload.clear();
+  } else if (!auto_ && PyLong_CheckExact(idx)) {
+    long long v = PyLong_AsLongLong(idx);
+    if (!(v == -1 && PyErr_Occurred())) {
+      spec->kind = TaskKind::kIndex;
+      PutInt64(v, &spec->payload);
+      return true;
+    }
+    PyErr_Clear();
+  }
+  PyObject* data = PyObject_CallOneArg(R().dumps_plain, idx);
+  if (!data) return PythonError();
+  spec->kind = TaskKind::kPickledIndex;
+  spec->payload.assign(PyBytes_AS_STRING(data), static_cast<size_t>(PyBytes_GET_SIZE(data)));
+  Py_DECREF(data);
+  return true;
+}
+
+Pump::Pump(std::shared_ptr<Engine> engine, const SchedulerOptions& o, bool auto_collation, bool numpy_mode)
+    : engine_(engine), source_(o.iterable, auto_collation), sched_(engine, o), numpy_(numpy_mode) {
+  sched_.SetBlockingHooks([this] { saved_ = PyEval_SaveThread(); },
+                          [this] { PyEval_RestoreThread(saved_); });
+}
+
+void Pump::Reset(PyObject* sampler_iter, bool resume_workers) {
+  sched_.Reset(&source_, resume_workers);
+  source_.SetIterator(sampler_iter);
+}
+
+PyObject* Pump::Next(double timeout_s) {
+  Outcome o;
+  const int64_t ns = timeout_s < 0 ? -1 : static_cast<int64_t>(timeout_s * 1e9);
+  Status st = sched_.Next(ns, &o);
+  if (!st.ok()) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, ("stoker: " + st.ToString()).c_str());
+    return nullptr;
+  }
+  switch (o.kind) {
+    case Outcome::Kind::kBatch: {
+      const bool copy = engine_->ShouldCopyOut(o.slot);
+      PyObject* batch = DecodeSlot(engine_, o.slot, numpy_, copy);
+      source_.Drop(o.token);
+      if (!batch) return nullptr;
+      int flags = copy ? 1 : 0;
+      const uint64_t over = engine_->over_budget_events();
+      if (over != over_budget_seen_) {
+        over_budget_seen_ = over;
+        flags |= 2;
+      }
+      if (!flags) return Py_BuildValue("(iN)", 0, batch);
+      return Py_BuildValue("(i(Ni))", 5, batch, flags);
+    }
+    case Outcome::Kind::kError: {
+      uint64_t used = 0, cap = 0;
+      const uint8_t* p = engine_->SlotRegion(o.slot, &used, &cap);
+      PyObject* report = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(p),
+                                                   static_cast<Py_ssize_t>(std::min(used, cap)));
+      engine_->Release(o.slot);
+      PyObject* index = o.token ? reinterpret_cast<PyObject*>(o.token) : Py_NewRef(Py_None);
+      if (!report) {
+        Py_DECREF(index);
+        return nullptr;
+      }
+      return Py_BuildValue("(i(NIKN))", 1, report, o.worker, static_cast<unsigned long long>(o.batch_id), index);
+    }
+    case Outcome::Kind::kWorkerExit:
+      return Py_BuildValue("(i(Iiii))", 2, o.worker, o.exit.pid, o.exit.exit_code, o.exit.signal);
+    case Outcome::Kind::kEnd:
+      return Py_BuildValue("(iO)", 3, Py_None);
+    case Outcome::Kind::kTimeout:
+      return Py_BuildValue("(iO)", 4, Py_None);
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* Pump::InFlight() {
+  PyObject* list = PyList_New(0);
+  if (!list) return nullptr;
+  for (const stoker::InFlight& f : sched_.InFlightTasks()) {
+    PyObject* idx = f.token ? reinterpret_cast<PyObject*>(f.token) : Py_None;
+    PyObject* t = Py_BuildValue("(KIO)", static_cast<unsigned long long>(f.batch_id), f.worker, idx);
+    if (!t || PyList_Append(list, t) != 0) {
+      Py_XDECREF(t);
+      Py_DECREF(list);
+      return nullptr;
+    }
+    Py_DECREF(t);
+  }
+  return list;
+}
+
+}  // namespace stoker::glue

@@ -1,0 +1,61 @@
+// Pump: drives a Scheduler from Python.  The sampler is a Python iterator;
+// its outputs become task payloads (int64 indices on the fast path, a pickle
+// otherwise), and finished slots come back decoded as tensors/arrays.
+//
+// Next() returns (code, value):
+//   (0, batch)                      a batch
+//   (1, (report, worker, batch_id, index))  the worker's error report (bytes)
+//   (2, (worker, pid, exit_code, signal))   a worker died
+//   (3, None)                       end of epoch
+//   (4, None)                       timeout
+//   (5, (batch, flags))             a batch, with warnings to emit
+//                                   (flags: 1 copied out, 2 pool over budget)
+// REQUIRES: the GIL; it is released while waiting.
+#ifndef STOKER_PY_PUMP_H_
+#define STOKER_PY_PUMP_H_
+
+#include <Python.h>
+
+#include <memory>
+
+#include "loader/scheduler.h"
+
+namespace stoker::glue {
+
+class PyIndexSource : public IndexSource {
+ public:
+  PyIndexSource(bool iterable, bool auto_collation) : iterable_(iterable), auto_(auto_collation) {}
+  ~PyIndexSource() override { Py_XDECREF(iter_); }
+  void SetIterator(PyObject* it) {
+    Py_XINCREF(it);
+    Py_XSETREF(iter_, it);
+  }
+  Result<bool> Next(TaskSpec* spec) override;
+  void Drop(uint64_t token) override { Py_XDECREF(reinterpret_cast<PyObject*>(token)); }
+
+ private:
+  bool iterable_, auto_;
+  PyObject* iter_ = nullptr;
+};
+
+class Pump {
+ public:
+  Pump(std::shared_ptr<Engine> engine, const SchedulerOptions& o, bool auto_collation, bool numpy_mode);
+  void Reset(PyObject* sampler_iter, bool resume_workers);
+  PyObject* Next(double timeout_s);
+  // [(batch_id, worker, index), ...] of the tasks in flight.
+  PyObject* InFlight();
+  void Clear() { sched_.Clear(); }
+
+ private:
+  std::shared_ptr<Engine> engine_;
+  PyIndexSource source_;
+  Scheduler sched_;
+  bool numpy_;
+  uint64_t over_budget_seen_ = 0;
+  PyThreadState* saved_ = nullptr;
+};
+
+}  // namespace stoker::glue
+
+#endif  // STOKER_PY_PUMP_H_

@@ -1,0 +1,198 @@
+#include "loader/scheduler.h"
+
+#include <algorithm>
+
+namespace stoker {
+
+Scheduler::Scheduler(std::shared_ptr<Engine> engine, const SchedulerOptions& o)
+    : engine_(std::move(engine)), opts_(o), outstanding_(o.num_workers, 0), active_(o.num_workers, true) {
+  if (opts_.prefetch == 0) opts_.prefetch = 1;
+}
+
+Scheduler::~Scheduler() { Clear(); }
+
+void Scheduler::Clear() {
+  for (auto& [bid, r] : ready_in_order_)
+    if (r.kind != ReadyKind::kStop) engine_->Release(r.slot);
+  for (auto& [bid, r] : ready_fifo_)
+    if (r.kind != ReadyKind::kStop) engine_->Release(r.slot);
+  ready_in_order_.clear();
+  ready_fifo_.clear();
+  if (source_) {
+    for (auto& [bid, t] : tasks_) source_->Drop(t.token);
+    if (have_pending_) source_->Drop(pending_.token);
+  }
+  tasks_.clear();
+  have_pending_ = false;
+}
+
+void Scheduler::Reset(IndexSource* source, bool resume_workers) {
+  Clear();
+  source_ = source;
+  ++generation_;
+  send_idx_ = rcvd_idx_ = 0;
+  exhausted_ = false;
+  cycle_ = 0;
+  std::fill(outstanding_.begin(), outstanding_.end(), 0);
+  std::fill(active_.begin(), active_.end(), true);
+  if (resume_workers && opts_.iterable)
+    for (uint32_t w = 0; w < opts_.num_workers; ++w) (void)engine_->SendResume(w, generation_);
+}
+
+int Scheduler::PickWorker() {
+  const uint32_t n = opts_.num_workers;
+  if (opts_.iterable) {
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t w = cycle_;
+      cycle_ = (cycle_ + 1) % n;
+      if (active_[w]) return static_cast<int>(w);
+    }
+    return -1;
+  }
+  uint32_t best = 0;
+  for (uint32_t w = 1; w < n; ++w)
+    if (outstanding_[w] < outstanding_[best]) best = w;
+  return static_cast<int>(best);
+}
+
+Status Scheduler::Fill() {
+  while (tasks_.size() < opts_.prefetch && !exhausted_) {
+    if (!have_pending_) {
+      pending_ = TaskSpec();
+      Result<bool> more = source_->Next(&pending_);
+      if (!more.ok()) return more.status();
+      if (!more.value()) {
+        exhausted_ = true;
+        return Status::OK();
+      }
+      have_pending_ = true;
+    }
+    const int w = PickWorker();
+    if (w < 0) return Status::OK();
+    // Over budget only when nothing in flight could ever free memory.
+    const bool idle = tasks_.empty() && ready_in_order_.empty() && ready_fifo_.empty();
+    Result<uint32_t> slot = engine_->Dispatch(static_cast<uint32_t>(w), send_idx_, generation_, pending_.kind,
+                                              pending_.payload.data(), pending_.payload.size(), idle);
+    if (!slot.ok()) {
+      if (slot.status().IsResourceExhausted() && slot.status().message().find("hard cap") == std::string::npos) {
+        if (opts_.iterable) cycle_ = (cycle_ + opts_.num_workers - 1) % opts_.num_workers;  // retry the same worker
+        return Status::OK();  // busy: retry after a completion
+      }
+      return slot.status();
+    }
+    tasks_.emplace(send_idx_, Task{static_cast<uint32_t>(w), slot.value(), pending_.token});
+    ++outstanding_[w];
+    ++send_idx_;
+    have_pending_ = false;
+  }
+  return Status::OK();
+}
+
+void Scheduler::Collect(const std::vector<Completion>& done, Outcome* exit_out, bool* have_exit) {
+  for (const Completion& c : done) {
+    if (c.kind == Completion::Kind::kWorkerExit) {
+      if (!*have_exit) {
+        exit_out->kind = Outcome::Kind::kWorkerExit;
+        exit_out->worker = c.worker;
+        exit_out->exit = c.exit;
+        *have_exit = true;
+      }
+      continue;
+    }
+    auto it = tasks_.find(c.batch_id);
+    if (c.generation != generation_ || it == tasks_.end() || it->second.slot != c.slot) {
+      engine_->Release(c.slot);  // from an abandoned epoch
+      continue;
+    }
+    if (outstanding_[c.worker]) --outstanding_[c.worker];
+    Ready r{ReadyKind::kBatch, c.slot, c.worker};
+    if (c.result == SlotResult::kStopIteration) {
+      engine_->Release(c.slot);
+      if (c.worker < active_.size()) active_[c.worker] = false;
+      r.kind = ReadyKind::kStop;
+    } else if (c.result == SlotResult::kError) {
+      r.kind = ReadyKind::kError;
+    }
+    if (opts_.in_order) ready_in_order_.emplace(c.batch_id, r);
+    else ready_fifo_.emplace_back(c.batch_id, r);
+  }
+}
+
+bool Scheduler::TakeReady(uint64_t* bid, Ready* r) {
+  if (opts_.in_order) {
+    auto it = ready_in_order_.find(rcvd_idx_);
+    if (it == ready_in_order_.end()) return false;
+    *bid = it->first;
+    *r = it->second;
+    ready_in_order_.erase(it);
+    ++rcvd_idx_;
+    return true;
+  }
+  if (ready_fifo_.empty()) return false;
+  *bid = ready_fifo_.front().first;
+  *r = ready_fifo_.front().second;
+  ready_fifo_.pop_front();
+  return true;
+}
+
+bool Scheduler::EpochDone() const {
+  if (opts_.iterable) {
+    const bool any_active = std::find(active_.begin(), active_.end(), true) != active_.end();
+    return (!any_active || exhausted_) && tasks_.empty();
+  }
+  return exhausted_ && tasks_.empty();
+}
+
+Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
+  if (!source_) return Status::InvalidArgument("Scheduler::Next before Reset");
+  const int64_t deadline = timeout_ns < 0 ? -1 : MonotonicNanos() + timeout_ns;
+  for (;;) {
+    STOKER_RETURN_IF_ERROR(Fill());
+    uint64_t bid;
+    Ready r;
+    while (TakeReady(&bid, &r)) {
+      auto it = tasks_.find(bid);
+      const uint64_t token = it != tasks_.end() ? it->second.token : 0;
+      if (it != tasks_.end()) tasks_.erase(it);
+      if (r.kind == ReadyKind::kStop) {
+        source_->Drop(token);
+        continue;
+      }
+      out->kind = r.kind == ReadyKind::kBatch ? Outcome::Kind::kBatch : Outcome::Kind::kError;
+      out->slot = r.slot;
+      out->worker = r.worker;
+      out->batch_id = bid;
+      out->token = token;
+      return Status::OK();
+    }
+    if (EpochDone()) {
+      out->kind = Outcome::Kind::kEnd;
+      return Status::OK();
+    }
+    int64_t left = -1;
+    if (deadline >= 0) {
+      left = deadline - MonotonicNanos();
+      if (left <= 0) {
+        out->kind = Outcome::Kind::kTimeout;
+        return Status::OK();
+      }
+    }
+    scratch_.clear();
+    if (before_block_) before_block_();
+    Status st = engine_->Wait(left, &scratch_);
+    if (after_block_) after_block_();
+    if (st.IsTimeout()) continue;
+    STOKER_RETURN_IF_ERROR(st);
+    bool have_exit = false;
+    Collect(scratch_, out, &have_exit);
+    if (have_exit) return Status::OK();
+  }
+}
+
+std::vector<InFlight> Scheduler::InFlightTasks() const {
+  std::vector<InFlight> v;
+  for (const auto& [bid, t] : tasks_) v.push_back(InFlight{bid, t.worker, t.token});
+  return v;
+}
+
+}  // namespace stoker

@@ -1,0 +1,134 @@
+// Scheduler: one loader's dispatch / reorder state machine on top of an
+// Engine.  It pulls tasks from an IndexSource (the sampler), keeps at most
+// `prefetch` batches in flight, sends each to a worker (least loaded for
+// map-style datasets; strict round robin over live workers for iterable
+// datasets, as torch does), and hands batches back in sampler order
+// (in_order) or as they complete.
+//
+// End of epoch, a worker's end of data and a worker's death are values
+// (Outcome kinds), not errors; a Status error means a broken engine.
+//
+// Thread safety: one thread (the one iterating).  Next() calls the blocking
+// hooks around its wait so a Python caller can release the GIL there.
+#ifndef STOKER_LOADER_SCHEDULER_H_
+#define STOKER_LOADER_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "loader/engine.h"
+
+namespace stoker {
+
+struct TaskSpec {
+  TaskKind kind = TaskKind::kIndices;
+  std::string payload;   // see TaskKind
+  uint64_t token = 0;    // the source's handle on this task's index (for reports)
+};
+
+// Where tasks come from.  Next() returns false at the end of the epoch.
+class IndexSource {
+ public:
+  virtual ~IndexSource() = default;
+  virtual Result<bool> Next(TaskSpec* spec) = 0;
+  // The task holding `token` is finished (delivered, failed or abandoned).
+  virtual void Drop(uint64_t token) { (void)token; }
+};
+
+struct SchedulerOptions {
+  uint32_t num_workers = 1;
+  uint32_t prefetch = 2;   // batches in flight, all workers together
+  bool in_order = true;
+  bool iterable = false;   // round robin; a worker's kStopIteration retires it
+};
+
+struct Outcome {
+  enum class Kind {
+    kBatch,       // slot holds a batch (READY): decode it, then the views release it
+    kError,       // slot holds an error report (READY): read it, then Release
+    kWorkerExit,  // a worker died; exit says how
+    kEnd,         // the epoch is over
+    kTimeout,     // nothing completed within the timeout
+  };
+  Kind kind = Kind::kEnd;
+  uint32_t slot = 0;
+  uint32_t worker = 0;
+  uint64_t batch_id = 0;
+  uint64_t token = 0;  // kBatch/kError: the task's token; the caller now owns it (call Drop)
+  ExitInfo exit;
+};
+
+struct InFlight {
+  uint64_t batch_id;
+  uint32_t worker;
+  uint64_t token;
+};
+
+class Scheduler {
+ public:
+  Scheduler(std::shared_ptr<Engine> engine, const SchedulerOptions& o);
+  ~Scheduler();
+
+  // Starts an epoch reading from `source` (not owned; must outlive the epoch).
+  // Batches of the previous epoch still in flight are dropped on arrival;
+  // ready ones are released.  With resume_workers, iterable-dataset workers
+  // are told to restart their iterators.
+  void Reset(IndexSource* source, bool resume_workers);
+  // Produces the next outcome, waiting at most timeout_ns (< 0: no limit).
+  Status Next(int64_t timeout_ns, Outcome* out);
+  // Tasks in flight in this epoch, oldest first (for timeout/crash reports).
+  std::vector<InFlight> InFlightTasks() const;
+  // Called around the blocking wait (e.g. to release a GIL).
+  void SetBlockingHooks(std::function<void()> before, std::function<void()> after) {
+    before_block_ = std::move(before);
+    after_block_ = std::move(after);
+  }
+  // Releases everything it holds; called before the engine shuts down.
+  void Clear();
+
+ private:
+  struct Task {
+    uint32_t worker;
+    uint32_t slot;
+    uint64_t token;
+  };
+  enum class ReadyKind { kBatch, kError, kStop };
+  struct Ready {
+    ReadyKind kind;
+    uint32_t slot;
+    uint32_t worker;
+  };
+
+  Status Fill();
+  int PickWorker();
+  void Collect(const std::vector<Completion>& done, Outcome* exit_out, bool* have_exit);
+  bool TakeReady(uint64_t* bid, Ready* r);
+  bool EpochDone() const;
+
+  std::shared_ptr<Engine> engine_;
+  SchedulerOptions opts_;
+  IndexSource* source_ = nullptr;
+  uint64_t generation_ = 0;
+  uint64_t send_idx_ = 0, rcvd_idx_ = 0;
+  bool exhausted_ = true;
+  bool have_pending_ = false;
+  TaskSpec pending_;
+  std::map<uint64_t, Task> tasks_;
+  std::map<uint64_t, Ready> ready_in_order_;
+  std::deque<std::pair<uint64_t, Ready>> ready_fifo_;
+  std::vector<uint32_t> outstanding_;
+  std::vector<bool> active_;
+  uint32_t cycle_ = 0;
+  std::vector<Completion> scratch_;
+  std::function<void()> before_block_, after_block_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_LOADER_SCHEDULER_H_
