@@ -33,6 +33,8 @@ def describe_exit(signal_number: int, exit_code: int) -> str:
         except ValueError:
             name = f"signal {signal_number}"
         return f"killed by signal {signal_number} ({name})"
+    if exit_code < 0:
+        return "exited (its status is unknown: it is not a child of this process)"
     return f"exited with code {exit_code}"
 
 

@@ -12,11 +12,14 @@
 namespace stoker {
 
 Status StartParentWatch(pid_t expected_parent, int exit_code) {
+  // The watched process is the loader's main process: the parent under fork
+  // and spawn, the forkserver's client under forkserver.
   UniqueFd fd = PidfdOpen(expected_parent);
   const int err = errno;
-  if (getppid() != expected_parent)
-    return Status::Closed("the parent process " + std::to_string(expected_parent) + " is gone");
-  if (!fd.valid()) return Status::IOError("pidfd_open(parent " + std::to_string(expected_parent) + ")", err);
+  if (!fd.valid()) {
+    if (err == ESRCH) return Status::Closed("the main process " + std::to_string(expected_parent) + " is gone");
+    return Status::IOError("pidfd_open(main process " + std::to_string(expected_parent) + ")", err);
+  }
   std::thread([pidfd = fd.release(), exit_code] {
     sigset_t all;
     sigfillset(&all);

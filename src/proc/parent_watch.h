@@ -15,6 +15,8 @@
 
 namespace stoker {
 
+// `expected_parent` is the loader's main process (with forkserver it is not
+// the OS parent).  Returns Closed if it is already gone.
 Status StartParentWatch(pid_t expected_parent, int exit_code);
 
 }  // namespace stoker

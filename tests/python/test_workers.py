@@ -1,0 +1,150 @@
+"""Worker processes: seeds, worker info, init, persistence, spawn, failures."""
+import multiprocessing
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader as TorchLoader
+
+import stoker
+from datasets import FailingDataset, IndexDataset, InitEnvDataset, SeedDataset, ShardedIterable, record_init
+from helpers import assert_same
+
+
+def test_seeds_and_worker_info_match_torch():
+    kw = dict(batch_size=2, num_workers=2)
+    t = list(TorchLoader(SeedDataset(), generator=torch.Generator().manual_seed(7), **kw))
+    s = list(stoker.DataLoader(SeedDataset(), generator=torch.Generator().manual_seed(7), **kw))
+    for a, b in zip(t, s):
+        for key in ("py", "torch", "np", "wid", "seed", "threads"):
+            assert_same(a[key], b[key], key)
+    assert {int(w) for b in s for w in b["wid"]} == {0, 1}
+    assert all(int(th) == 1 for b in s for th in b["threads"]), "workers run with torch.set_num_threads(1)"
+    assert all(int(p) != os.getpid() for b in s for p in b["pid"])
+
+
+def test_worker_init_fn_runs_in_each_worker():
+    t = list(TorchLoader(InitEnvDataset(), batch_size=1, num_workers=2, worker_init_fn=record_init,
+                         generator=torch.Generator().manual_seed(1)))
+    s = list(stoker.DataLoader(InitEnvDataset(), batch_size=1, num_workers=2, worker_init_fn=record_init,
+                               generator=torch.Generator().manual_seed(1)))
+    assert sorted(b["init"][0] for b in s) == ["0", "0", "1", "1"]
+    for a, b in zip(t, s):
+        assert_same(a, b)
+
+
+def test_persistent_workers_survive_epochs():
+    loader = stoker.DataLoader(SeedDataset(), batch_size=4, num_workers=2, persistent_workers=True)
+    pids = [sorted({int(p) for b in loader for p in b["pid"]}) for _ in range(3)]
+    assert pids[0] == pids[1] == pids[2] and len(pids[0]) == 2
+
+
+def test_persistent_workers_restart_iterable_each_epoch_and_after_break():
+    loader = stoker.DataLoader(ShardedIterable(30), batch_size=4, num_workers=2, persistent_workers=True)
+    full = sorted(int(x) for b in loader for x in b)
+    assert full == list(range(30))
+    for b in loader:  # abandon an epoch half way
+        break
+    again = sorted(int(x) for b in loader for x in b)
+    assert again == list(range(30))
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_spawn_and_forkserver_match_torch(method):
+    ctx = multiprocessing.get_context(method)
+    t = list(TorchLoader(IndexDataset(20), batch_size=3, num_workers=2, shuffle=True,
+                         generator=torch.Generator().manual_seed(2), multiprocessing_context=ctx))
+    s = list(stoker.DataLoader(IndexDataset(20), batch_size=3, num_workers=2, shuffle=True,
+                               generator=torch.Generator().manual_seed(2), multiprocessing_context=method))
+    for a, b in zip(t, s):
+        assert_same(a, b)
+
+
+def test_worker_exception_is_reraised_with_context_and_iteration_continues():
+    loader = stoker.DataLoader(FailingDataset(), batch_size=2, num_workers=2)
+    it = iter(loader)
+    got = [next(it), next(it)]
+    with pytest.raises(ValueError) as err:
+        next(it)
+    text = str(err.value)
+    assert "bad sample 5" in text and "worker process" in text and "pid" in text and "[4, 5]" in text
+    assert "Traceback" in text
+    got += list(it)
+    assert [int(x) for b in got for x in b] == [0, 1, 2, 3, 6, 7, 8, 9]
+
+
+def test_num_workers_zero_reraises_directly():
+    with pytest.raises(ValueError, match="bad sample 5"):
+        list(stoker.DataLoader(FailingDataset(), batch_size=2))
+
+
+class Sleepy(IndexDataset):
+    def __getitem__(self, i):
+        if i == 3:
+            time.sleep(60)
+        return torch.tensor(i)
+
+
+def test_timeout_names_the_worker_and_indices():
+    loader = stoker.DataLoader(Sleepy(8), batch_size=2, num_workers=2, timeout=1)
+    t0 = time.monotonic()
+    with pytest.raises(stoker.LoaderTimeout) as err:
+        list(loader)
+    assert time.monotonic() - t0 < 30
+    assert isinstance(err.value, RuntimeError)
+    assert "timed out after 1 seconds" in str(err.value) and "[2, 3]" in str(err.value)
+
+
+class Suicidal(IndexDataset):
+    def __getitem__(self, i):
+        if i == 6:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return torch.tensor(i)
+
+
+def test_killed_worker_raises_worker_crashed():
+    loader = stoker.DataLoader(Suicidal(10), batch_size=2, num_workers=2)
+    t0 = time.monotonic()
+    with pytest.raises(stoker.WorkerCrashed) as err:
+        list(loader)
+    assert time.monotonic() - t0 < 30
+    e = err.value
+    assert e.signal == signal.SIGKILL and "SIGKILL" in str(e) and "[6, 7]" in str(e)
+
+
+def test_waiting_for_a_batch_releases_the_gil():
+    class Slow(IndexDataset):
+        def __getitem__(self, i):
+            time.sleep(0.2)
+            return torch.tensor(i)
+
+    ticks = []
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    th = threading.Thread(target=spin)
+    th.start()
+    try:
+        list(stoker.DataLoader(Slow(4), batch_size=1, num_workers=1))
+    finally:
+        stop.set()
+        th.join()
+    assert len(ticks) > 100, "the main thread held the GIL while waiting"
+
+
+def test_workers_exit_when_iterator_is_dropped():
+    loader = stoker.DataLoader(IndexDataset(1000), batch_size=1, num_workers=2)
+    it = iter(loader)
+    next(it)
+    workers = list(it._workers)
+    del it
+    for w in workers:
+        w.join(5)
+        assert not w.is_alive()
