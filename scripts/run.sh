@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine (Debian 12, root or sudo-less root):
+#   bash scripts/run.sh bench   install, build, run `stoker bench`
+#   bash scripts/run.sh test    install, build, run every C++ and Python test
+# Extra arguments after the verb go to `stoker bench` / pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+verb="${1:-}"; shift || true
+VENV="${STOKER_VENV:-.venv}"
+PY="$VENV/bin/python"
+
+apt_deps() {
+  local pkgs=(g++ cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev)
+  local missing=()
+  for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if ((${#missing[@]})); then
+    echo "== installing ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+python_env() {
+  [ -x "$PY" ] || python3 -m venv "$VENV"
+  # torch is pinned: an unpinned torch would pull the CUDA build.
+  "$PY" -m pip install -q --disable-pip-version-check torch==2.13.0 numpy pytest \
+      "scikit-build-core>=0.9" "pybind11>=2.12" ninja
+  echo "== building and installing stoker"
+  "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation .
+}
+
+case "$verb" in
+  bench)
+    python_env
+    exec "$VENV/bin/stoker" bench "$@"
+    ;;
+  test)
+    apt_deps
+    python_env
+    echo "== C++ unit tests"
+    cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON >/dev/null
+    cmake --build build/tests
+    ctest --test-dir build/tests --output-on-failure --timeout 120
+    echo "== Python tests"
+    # The installed package is tested, not the source tree.
+    cd tests/python && exec "../../$PY" -m pytest -q -p no:cacheprovider "$@" .
+    ;;
+  *)
+    echo "usage: bash scripts/run.sh bench|test [args]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,98 @@
+"""Zero-copy batches and the byte-bounded slot pool."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import stoker
+from datasets import BigDataset, IndexDataset, custom_collate
+
+
+def in_arena(it, t):
+    return it._engine.contains(t.data_ptr(), t.numel() * t.element_size())
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_batches_are_views_of_the_arena(num_workers):
+    loader = stoker.DataLoader(BigDataset(16, 1000), batch_size=4, num_workers=num_workers)
+    it = iter(loader)
+    for b in it:
+        assert in_arena(it, b), "batch memory is not inside the slot arena"
+
+
+def test_no_pickling_of_tensor_batches():
+    def forbid_pickling(_):
+        def refuse(self, *a, **k):
+            raise AssertionError("a tensor was pickled")
+        torch.Tensor.__reduce_ex__ = refuse
+
+    loader = stoker.DataLoader(BigDataset(12, 64), batch_size=3, num_workers=2, worker_init_fn=forbid_pickling)
+    assert sum(b.shape[0] for b in loader) == 12
+
+
+def test_custom_batch_tensors_are_zero_copy_too():
+    it = iter(stoker.DataLoader(IndexDataset(12), batch_size=4, num_workers=2, collate_fn=custom_collate))
+    for b in it:
+        assert in_arena(it, b.x)
+
+
+def test_numpy_output():
+    it = iter(stoker.DataLoader(BigDataset(8, 10), batch_size=4, num_workers=2, output="numpy"))
+    b = next(it)
+    assert isinstance(b, np.ndarray) and b.shape == (4, 10) and b.dtype == np.float32
+    assert it._engine.contains(b.ctypes.data, b.nbytes)
+    assert np.array_equal(b[:, 0], np.arange(4, dtype=np.float32))
+
+
+def test_slot_returns_to_free_list_when_last_view_dies():
+    it = iter(stoker.DataLoader(BigDataset(64, 1000), batch_size=4, num_workers=2))
+    b = next(it)
+    view = b[1:3]  # a view keeps the slot alive too
+    del b
+    assert it.stats()["slots"]["held"] == 1
+    del view
+    assert it.stats()["slots"]["held"] == 0
+    for _ in it:
+        pass
+
+
+def test_prefetch_is_bounded_in_batches():
+    loader = stoker.DataLoader(BigDataset(200, 100), batch_size=2, num_workers=2, prefetch_factor=3)
+    it = iter(loader)
+    worst = 0
+    for b in it:
+        s = it.stats()["slots"]
+        worst = max(worst, s["queued"] + s["filling"] + s["ready"])
+    assert 0 < worst <= 3 * 2
+
+
+def test_loop_holding_three_times_the_pool_finishes_with_a_warning():
+    # 64 KiB batches, a 1 MiB pool: keeping 48 batches alive is 3x the pool.
+    loader = stoker.DataLoader(BigDataset(192, 4096), batch_size=4, num_workers=2, max_memory=1 << 20)
+    kept = []
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        it = iter(loader)
+        for b in it:
+            kept.append(b)
+            assert it.stats()["resident_bytes"] <= 1 << 20
+    assert len(kept) == 48
+    assert [int(x[0, 0]) for x in kept] == list(range(0, 192, 4)), "copied-out batches keep their values"
+    assert any("copied out of shared memory" in str(x.message) for x in w)
+
+
+def test_batch_larger_than_max_memory_loads_with_a_warning():
+    loader = stoker.DataLoader(BigDataset(4, 1 << 19), batch_size=2, num_workers=1, max_memory=2 << 20)  # 4 MiB batches
+    with pytest.warns(ResourceWarning, match="Raise max_memory"):
+        out = [b.sum().item() for b in loader]
+    assert len(out) == 2
+
+
+def test_variable_sized_batches_fit_after_growth():
+    class Growing(IndexDataset):
+        def __getitem__(self, i):
+            return torch.ones(10 * (i + 1))
+
+    loader = stoker.DataLoader(Growing(40), batch_size=None, num_workers=2)
+    assert [b.numel() for b in loader] == [10 * (i + 1) for i in range(40)]
