@@ -96,3 +96,24 @@ def test_variable_sized_batches_fit_after_growth():
 
     loader = stoker.DataLoader(Growing(40), batch_size=None, num_workers=2)
     assert [b.numel() for b in loader] == [10 * (i + 1) for i in range(40)]
+
+
+class Mixed(IndexDataset):
+    def __getitem__(self, i):
+        return {"x": np.full(3, i, dtype=np.float32), "y": i, "z": 0.5 * i, "s": str(i),
+                "ragged": np.zeros(1 + (i % 2))}
+
+
+def test_numpy_output_collates_like_torch_and_falls_back_for_odd_inputs():
+    class Regular(Mixed):
+        def __getitem__(self, i):
+            d = super().__getitem__(i)
+            del d["ragged"]
+            return d
+
+    b = next(iter(stoker.DataLoader(Regular(8), batch_size=4, num_workers=2, output="numpy")))
+    assert b["x"].dtype == np.float32 and b["x"].shape == (4, 3)
+    assert b["y"].dtype == np.int64 and b["y"].tolist() == [0, 1, 2, 3]
+    assert b["z"].dtype == np.float64 and b["s"] == ["0", "1", "2", "3"]
+    with pytest.raises(RuntimeError, match="equal size"):
+        list(stoker.DataLoader(Mixed(8), batch_size=4, num_workers=2, output="numpy"))
