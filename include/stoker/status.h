@@ -27,6 +27,7 @@ class Status {
     kTimeout,           // a deadline passed
     kClosed,            // the peer shut the channel down (a value, not a fault)
     kWorkerDied,        // a worker process exited while holding work
+    kInterrupted,       // a signal arrived while waiting; the caller may retry
     kInternal,          // a broken invariant: a bug in stoker
   };
 
@@ -38,6 +39,7 @@ class Status {
   static Status Closed(std::string msg) { return {Code::kClosed, std::move(msg)}; }
   static Status WorkerDied(std::string msg) { return {Code::kWorkerDied, std::move(msg)}; }
   static Status Internal(std::string msg) { return {Code::kInternal, std::move(msg)}; }
+  static Status Interrupted(std::string msg) { return {Code::kInterrupted, std::move(msg)}; }
   // An I/O error for the system call `what` that failed with `err` (an errno value).
   static Status IOError(const std::string& what, int err);
 
@@ -46,6 +48,7 @@ class Status {
   const std::string& message() const { return msg_; }
   bool IsClosed() const { return code_ == Code::kClosed; }
   bool IsTimeout() const { return code_ == Code::kTimeout; }
+  bool IsInterrupted() const { return code_ == Code::kInterrupted; }
   bool IsResourceExhausted() const { return code_ == Code::kResourceExhausted; }
   // "IOError: mmap of 4096 bytes: Cannot allocate memory (errno 12)"
   std::string ToString() const;

@@ -1,5 +1,6 @@
 #include "glue/py_pump.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "glue/py_decode.h"
@@ -84,7 +85,13 @@ void Pump::Reset(PyObject* sampler_iter, bool resume_workers) {
 PyObject* Pump::Next(double timeout_s) {
   Outcome o;
   const int64_t ns = timeout_s < 0 ? -1 : static_cast<int64_t>(timeout_s * 1e9);
+  const int64_t deadline = ns < 0 ? -1 : MonotonicNanos() + ns;
   Status st = sched_.Next(ns, &o);
+  while (st.IsInterrupted()) {
+    if (PyErr_CheckSignals() != 0) return nullptr;  // e.g. KeyboardInterrupt
+    const int64_t left = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - MonotonicNanos());
+    st = sched_.Next(left, &o);
+  }
   if (!st.ok()) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, ("stoker: " + st.ToString()).c_str());
     return nullptr;

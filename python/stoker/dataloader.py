@@ -12,6 +12,7 @@ import collections
 import multiprocessing as python_multiprocessing
 import os
 import pickle
+import time
 import warnings
 import weakref
 from typing import Any, Optional
@@ -28,7 +29,7 @@ from stoker.errors import ErrorReport, LoaderTimeout, WorkerCrashed, describe_ex
 #: Default byte budget of the slot pool (documented in README.md).
 DEFAULT_MAX_MEMORY = 1 << 30
 
-_JOIN_TIMEOUT_S = 5.0
+_JOIN_GRACE_S = 1.0
 
 
 class DataLoader(torch.utils.data.DataLoader):
@@ -152,13 +153,15 @@ class _StokerIter(_BaseDataLoaderIter):
         for wid in range(len(self._workers)):
             engine.forget(wid)
         engine.shutdown()
-        deadline = _JOIN_TIMEOUT_S
+        # Idle workers leave at once; one stuck in user code gets a short
+        # grace, then SIGKILL (workers own nothing that needs cleaning up).
+        deadline = time.monotonic() + _JOIN_GRACE_S
         for w in self._workers:
-            w.join(timeout=deadline)
+            w.join(timeout=max(0.0, deadline - time.monotonic()))
+        for w in self._workers:
             if w.is_alive():
                 w.kill()
                 w.join()
-            deadline = 0.1
         pump = getattr(self, "_pump", None)
         if pump is not None:
             pump.clear()

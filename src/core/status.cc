@@ -19,6 +19,7 @@ std::string Status::ToString() const {
     case Code::kTimeout: name = "Timeout"; break;
     case Code::kClosed: name = "Closed"; break;
     case Code::kWorkerDied: name = "WorkerDied"; break;
+    case Code::kInterrupted: name = "Interrupted"; break;
     case Code::kInternal: name = "Internal"; break;
   }
   return std::string(name) + ": " + msg_;

@@ -219,7 +219,9 @@ Status Engine::Wait(int64_t timeout_ns, std::vector<Completion>* out) {
       left = deadline - MonotonicNanos();
       if (left <= 0) return Status::Timeout("no batch arrived in time");
     }
-    bell.WaitUntil([this] { return AnythingPending(); }, left);
+    bool interrupted = false;
+    bell.WaitUntil([this] { return AnythingPending(); }, left, &interrupted);
+    if (interrupted) return Status::Interrupted("a signal arrived while waiting for a batch");
   }
 }
 

@@ -96,7 +96,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   // Appends completions (finished slots, worker exits) to *out, waiting up
   // to timeout_ns (< 0: no limit) for the first.  Returns Timeout when none
-  // came in time.  Space requests are answered inside.
+  // came in time, Interrupted when a signal arrived (retry after handling
+  // it).  Space requests are answered inside.
   Status Wait(int64_t timeout_ns, std::vector<Completion>* out);
 
   // Region bytes of a READY/HELD slot, and its used size.

@@ -181,11 +181,12 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
     if (before_block_) before_block_();
     Status st = engine_->Wait(left, &scratch_);
     if (after_block_) after_block_();
-    if (st.IsTimeout()) continue;
-    STOKER_RETURN_IF_ERROR(st);
+    // Completions gathered before an interruption are kept, never lost.
     bool have_exit = false;
     Collect(scratch_, out, &have_exit);
     if (have_exit) return Status::OK();
+    if (st.IsTimeout()) continue;
+    STOKER_RETURN_IF_ERROR(st);
   }
 }
 

@@ -81,6 +81,8 @@ class Scheduler {
   // are told to restart their iterators.
   void Reset(IndexSource* source, bool resume_workers);
   // Produces the next outcome, waiting at most timeout_ns (< 0: no limit).
+  // Returns Interrupted when a signal arrived while waiting: handle it and
+  // call again (no state is lost).
   Status Next(int64_t timeout_ns, Outcome* out);
   // Tasks in flight in this epoch, oldest first (for timeout/crash reports).
   std::vector<InFlight> InFlightTasks() const;

@@ -12,6 +12,7 @@
 #define STOKER_SYNC_DOORBELL_H_
 
 #include <atomic>
+#include <errno.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -40,9 +41,12 @@ class Doorbell {
 
   // Waits until ready() is true or timeout_ns passes (timeout_ns < 0: no
   // limit).  Returns ready()'s last value.  `ready` must read the shared state
-  // it depends on with acquire (or stronger) loads.
+  // it depends on with acquire (or stronger) loads.  If `interrupted` is
+  // given, a signal delivered during the sleep ends the wait early and sets
+  // *interrupted (so the caller can run signal handlers); otherwise the wait
+  // resumes.
   template <typename Pred>
-  bool WaitUntil(Pred&& ready, int64_t timeout_ns) {
+  bool WaitUntil(Pred&& ready, int64_t timeout_ns, bool* interrupted = nullptr) {
     if (ready()) return true;
     for (int i = 0; i < kSpins; ++i) {
       Pause();
@@ -73,9 +77,13 @@ class Doorbell {
           return ready();
         }
       }
-      FutexWait(&l_->seq, token, left);
+      const int rc = FutexWait(&l_->seq, token, left);
       l_->sleepers.fetch_sub(1, std::memory_order_relaxed);
       if (ready()) return true;
+      if (rc == EINTR && interrupted) {
+        *interrupted = true;
+        return false;
+      }
     }
   }
 

@@ -148,3 +148,43 @@ def test_workers_exit_when_iterator_is_dropped():
     for w in workers:
         w.join(5)
         assert not w.is_alive()
+
+
+CTRL_C_SCRIPT = r"""
+import os, signal, sys, threading, time, torch
+sys.path.insert(0, {tests!r})
+import stoker
+from datasets import IndexDataset
+
+class Slow(IndexDataset):
+    def __getitem__(self, i):
+        time.sleep(30)
+        return torch.tensor(i)
+
+threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+loader = stoker.DataLoader(Slow(8), batch_size=2, num_workers=2)
+it = iter(loader)
+workers = list(it._workers)
+t0 = time.monotonic()
+try:
+    next(it)
+except KeyboardInterrupt:
+    print("interrupted after %.2f s" % (time.monotonic() - t0), flush=True)
+del it
+for w in workers:
+    w.join(5)
+print("alive:", sum(w.is_alive() for w in workers), flush=True)
+"""
+
+
+def test_ctrl_c_while_waiting_raises_keyboard_interrupt_quietly():
+    import subprocess
+    import sys
+    tests = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_SCRIPT.format(tests=tests)], capture_output=True,
+                          text=True, timeout=60)
+    assert "interrupted after" in proc.stdout, proc.stdout + proc.stderr
+    secs = float(proc.stdout.split("interrupted after")[1].split()[0])
+    assert secs < 5
+    assert "alive: 0" in proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
