@@ -11,17 +11,6 @@ namespace py = pybind11;
 
 namespace stoker::glue {
 
-namespace {
-py::object Steal(PyObject* o) {
-  if (!o) throw py::error_already_set();
-  return py::reinterpret_steal<py::object>(o);
-}
-long Slot(long r) {
-  if (r == -3) throw py::error_already_set();
-  return r;
-}
-}  // namespace
-
 void BindEngine(py::module_& m) {
   py::class_<Engine, std::shared_ptr<Engine>>(m, "Engine")
       .def(py::init([](uint32_t workers, uint64_t max_memory, uint64_t hard_cap, uint32_t max_slots) {
@@ -31,21 +20,10 @@ void BindEngine(py::module_& m) {
       .def_property_readonly("base_address", [](Engine& e) { return reinterpret_cast<uintptr_t>(e.arena().base()); })
       .def_property_readonly("committed_bytes", [](Engine& e) { return e.arena().committed_bytes(); })
       .def("contains", [](Engine& e, uintptr_t p, uint64_t n) { return e.arena().Contains(reinterpret_cast<void*>(p), n); })
-      .def("dispatch_indices", [](Engine& e, uint32_t w, uint64_t b, uint64_t g, py::handle idx, bool over) {
-             return Slot(DispatchIndices(e, w, b, g, idx.ptr(), over)); })
-      .def("dispatch_payload", [](Engine& e, uint32_t w, uint64_t b, uint64_t g, uint32_t kind, py::handle p, bool over) {
-             return Slot(DispatchPayload(e, w, b, g, kind, p.ptr(), over)); })
-      .def("send_resume", [](Engine& e, uint32_t w, uint64_t g) { return e.SendResume(w, g).ok(); })
-      .def("wait", [](Engine& e, double timeout_s) { return Steal(WaitCompletions(e, timeout_s)); })
-      .def("decode", [](const std::shared_ptr<Engine>& e, uint32_t slot, bool numpy_mode) {
-             const bool copied = e->ShouldCopyOut(slot);
-             return py::make_tuple(Steal(DecodeSlot(e, slot, numpy_mode, copied)), copied); })
       .def("fill_local", [](const std::shared_ptr<Engine>& e, py::handle obj, int mode, bool numpy_mode) -> py::object {
              PyObject* r = FillLocal(e, obj.ptr(), static_cast<PublishMode>(mode), numpy_mode);
              if (!r && PyErr_Occurred()) throw py::error_already_set();
              return r ? py::reinterpret_steal<py::object>(r) : py::none(); })
-      .def("slot_bytes", [](Engine& e, uint32_t slot) { return Steal(SlotBytes(e, slot)); })
-      .def("release", &Engine::Release)
       .def("watch", [](Engine& e, uint32_t w, int pid) { Check(e.Watch(w, pid)); })
       .def("forget", &Engine::Forget)
       .def("shutdown", &Engine::Shutdown)

@@ -1,18 +1,12 @@
 // Binds loader/scheduler.h through glue/py_pump.h.  Registration only.
 #include <pybind11/pybind11.h>
 
+#include "glue/errors.h"
 #include "glue/py_pump.h"
 
 namespace py = pybind11;
 
 namespace stoker::glue {
-
-namespace {
-py::object Steal(PyObject* o) {
-  if (!o) throw py::error_already_set();
-  return py::reinterpret_steal<py::object>(o);
-}
-}  // namespace
 
 void BindScheduler(py::module_& m) {
   py::class_<Pump>(m, "Pump")

@@ -3,90 +3,11 @@
 #include <cstring>
 #include <string>
 
+#include "glue/errors.h"
 #include "glue/py_collate.h"
 #include "glue/py_decode.h"
 
 namespace stoker::glue {
-
-namespace {
-PyObject* ErrorFromStatus(const Status& s) {
-  PyObject* type = PyExc_RuntimeError;
-  if (s.code() == Status::Code::kResourceExhausted) type = PyExc_MemoryError;
-  else if (s.code() == Status::Code::kInvalidArgument) type = PyExc_ValueError;
-  else if (s.code() == Status::Code::kIOError) type = PyExc_OSError;
-  PyErr_SetString(type, ("stoker: " + s.message()).c_str());
-  return nullptr;
-}
-}  // namespace
-
-long DispatchIndices(Engine& e, uint32_t worker, uint64_t batch_id, uint64_t generation,
-                     PyObject* indices, bool allow_over_budget) {
-  if (!PyList_Check(indices)) return -2;
-  const Py_ssize_t n = PyList_GET_SIZE(indices);
-  int64_t stack_buf[256];
-  std::vector<int64_t> heap;
-  int64_t* buf = stack_buf;
-  if (n > 256) {
-    heap.resize(n);
-    buf = heap.data();
-  }
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* x = PyList_GET_ITEM(indices, i);
-    if (!PyLong_CheckExact(x)) return -2;
-    long long v = PyLong_AsLongLong(x);
-    if (v == -1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      return -2;
-    }
-    buf[i] = v;
-  }
-  auto r = e.Dispatch(worker, batch_id, generation, TaskKind::kIndices, buf, uint64_t(n) * 8, allow_over_budget);
-  if (!r.ok()) {
-    if (r.status().IsResourceExhausted() && r.status().message().find("hard cap") == std::string::npos) return -1;
-    ErrorFromStatus(r.status());
-    return -3;
-  }
-  return r.value();
-}
-
-long DispatchPayload(Engine& e, uint32_t worker, uint64_t batch_id, uint64_t generation,
-                     uint32_t kind, PyObject* payload, bool allow_over_budget) {
-  char* p = nullptr;
-  Py_ssize_t n = 0;
-  if (payload != Py_None && PyBytes_AsStringAndSize(payload, &p, &n) != 0) return -3;
-  auto r = e.Dispatch(worker, batch_id, generation, static_cast<TaskKind>(kind), p, uint64_t(n), allow_over_budget);
-  if (!r.ok()) {
-    if (r.status().IsResourceExhausted() && r.status().message().find("hard cap") == std::string::npos) return -1;
-    ErrorFromStatus(r.status());
-    return -3;
-  }
-  return r.value();
-}
-
-PyObject* WaitCompletions(Engine& e, double timeout_s) {
-  std::vector<Completion> out;
-  Status st;
-  const int64_t ns = timeout_s < 0 ? -1 : static_cast<int64_t>(timeout_s * 1e9);
-  Py_BEGIN_ALLOW_THREADS
-  st = e.Wait(ns, &out);
-  Py_END_ALLOW_THREADS
-  if (!st.ok() && !st.IsTimeout()) return ErrorFromStatus(st);
-  PyObject* list = PyList_New(static_cast<Py_ssize_t>(out.size()));
-  if (!list) return nullptr;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const Completion& c = out[i];
-    PyObject* t = Py_BuildValue("(iIIKKIiii)", static_cast<int>(c.kind), c.slot, c.worker,
-                                static_cast<unsigned long long>(c.batch_id),
-                                static_cast<unsigned long long>(c.generation),
-                                static_cast<unsigned>(c.result), c.exit.pid, c.exit.exit_code, c.exit.signal);
-    if (!t) {
-      Py_DECREF(list);
-      return nullptr;
-    }
-    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), t);
-  }
-  return list;
-}
 
 PyObject* FillLocal(const std::shared_ptr<Engine>& e, PyObject* obj, PublishMode mode, bool numpy_mode) {
   BatchPlan plan(numpy_mode);
@@ -94,7 +15,7 @@ PyObject* FillLocal(const std::shared_ptr<Engine>& e, PyObject* obj, PublishMode
   if (r == PlanResult::kFallback) return nullptr;
   if (r == PlanResult::kError) return nullptr;
   auto slot = e->AcquireLocal(plan.total_bytes());
-  if (!slot.ok()) return ErrorFromStatus(slot.status());
+  if (!slot.ok()) return SetError(slot.status());
   uint64_t cap = 0;
   uint8_t* region = e->LocalRegion(slot.value(), &cap);
   plan.WriteTo(region);
@@ -129,13 +50,6 @@ PyObject* StatsDict(Engine& e) {
   return d;
 }
 
-PyObject* SlotBytes(Engine& e, uint32_t slot) {
-  uint64_t used = 0, cap = 0;
-  const uint8_t* p = e.SlotRegion(slot, &used, &cap);
-  if (used > cap) used = cap;
-  return PyBytes_FromStringAndSize(reinterpret_cast<const char*>(p), static_cast<Py_ssize_t>(used));
-}
-
 PyObject* NextTask(WorkerPort& port) {
   Task t;
   Status st;
@@ -143,7 +57,7 @@ PyObject* NextTask(WorkerPort& port) {
   st = port.Next(&t, -1);
   Py_END_ALLOW_THREADS
   if (st.IsClosed()) Py_RETURN_NONE;
-  if (!st.ok()) return ErrorFromStatus(st);
+  if (!st.ok()) return SetError(st);
   PyObject* payload = nullptr;
   if (t.msg == TaskMsg::kResume) {
     payload = Py_NewRef(Py_None);
@@ -192,7 +106,7 @@ int PublishBatch(WorkerPort& port, uint32_t slot, PyObject* obj, PublishMode mod
   region = port.Reserve(slot, need);
   Py_END_ALLOW_THREADS
   if (!region.ok()) {
-    ErrorFromStatus(region.status());
+    SetError(region.status());
     return -1;
   }
   plan.WriteTo(region.value());

@@ -19,24 +19,11 @@ enum class PublishMode { kCollate = 0, kPreserve = 1 };
 
 // Engine (main process) -----------------------------------------------------
 
-// Dispatches a batch of int indices.  Returns the slot, -1 when the engine
-// is busy (ring full, no slot or no memory: wait and retry), -2 when
-// `indices` is not a list of ints (pickle them and use DispatchPayload).
-long DispatchIndices(Engine& e, uint32_t worker, uint64_t batch_id, uint64_t generation,
-                     PyObject* indices, bool allow_over_budget);
-// Dispatches an opaque payload (bytes) of the given TaskKind; -1 when busy.
-long DispatchPayload(Engine& e, uint32_t worker, uint64_t batch_id, uint64_t generation,
-                     uint32_t kind, PyObject* payload, bool allow_over_budget);
-// Waits for completions with the GIL released; returns a list of tuples
-// (kind, slot, worker, batch_id, generation, result, pid, exit_code, signal).
-PyObject* WaitCompletions(Engine& e, double timeout_s);
 // Collates (or preserves) `obj` into a fresh slot of an in-process engine and
 // decodes it.  Returns nullptr without an error set when the caller must fall
 // back to Python's default_collate (collate mode only).
 PyObject* FillLocal(const std::shared_ptr<Engine>& e, PyObject* obj, PublishMode mode, bool numpy_mode);
 PyObject* StatsDict(Engine& e);
-// Bytes of a READY slot's region (an error report).
-PyObject* SlotBytes(Engine& e, uint32_t slot);
 
 // WorkerPort (worker process) -----------------------------------------------
 
