@@ -9,8 +9,6 @@
 namespace stoker::glue {
 
 namespace {
-// A Status for "a Python exception is pending"; the caller re-raises it.
-Status PythonError() { return Status::Internal("python exception"); }
 
 bool PutInt64(int64_t v, std::string* out) {
   out->append(reinterpret_cast<const char*>(&v), 8);
@@ -18,17 +16,30 @@ bool PutInt64(int64_t v, std::string* out) {
 }
 }  // namespace
 
+Status PyIndexSource::Stash() {
+  for (PyObject*& o : saved_) Py_CLEAR(o);
+  PyErr_Fetch(&saved_[0], &saved_[1], &saved_[2]);
+  return Status::Internal("the sampler raised a Python exception");
+}
+
+bool PyIndexSource::RestoreError() {
+  if (!saved_[0]) return false;
+  PyErr_Restore(saved_[0], saved_[1], saved_[2]);
+  saved_[0] = saved_[1] = saved_[2] = nullptr;
+  return true;
+}
+
 Result<bool> PyIndexSource::Next(TaskSpec* spec) {
   PyObject* idx = PyIter_Next(iter_);
   if (!idx) {
-    if (PyErr_Occurred()) return PythonError();
+    if (PyErr_Occurred()) return Stash();
     return false;
   }
   spec->token = reinterpret_cast<uint64_t>(idx);  // owns the reference
   if (iterable_) {
     if (auto_) {
       const Py_ssize_t n = PyObject_Length(idx);
-      if (n < 0) return PythonError();
+      if (n < 0) return Stash();
       spec->kind = TaskKind::kIterBatch;
       PutInt64(n, &spec->payload);
     } else {
@@ -64,7 +75,7 @@ Result<bool> PyIndexSource::Next(TaskSpec* spec) {
     PyErr_Clear();
   }
   PyObject* data = PyObject_CallOneArg(R().dumps_plain, idx);
-  if (!data) return PythonError();
+  if (!data) return Stash();
   spec->kind = TaskKind::kPickledIndex;
   spec->payload.assign(PyBytes_AS_STRING(data), static_cast<size_t>(PyBytes_GET_SIZE(data)));
   Py_DECREF(data);
@@ -93,6 +104,7 @@ PyObject* Pump::Next(double timeout_s) {
     st = sched_.Next(left, &o);
   }
   if (!st.ok()) {
+    if (source_.RestoreError()) return nullptr;
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, ("stoker: " + st.ToString()).c_str());
     return nullptr;
   }

@@ -25,17 +25,24 @@ namespace stoker::glue {
 class PyIndexSource : public IndexSource {
  public:
   PyIndexSource(bool iterable, bool auto_collation) : iterable_(iterable), auto_(auto_collation) {}
-  ~PyIndexSource() override { Py_XDECREF(iter_); }
+  ~PyIndexSource() override {
+    Py_XDECREF(iter_);
+    for (PyObject* o : saved_) Py_XDECREF(o);
+  }
   void SetIterator(PyObject* it) {
     Py_XINCREF(it);
     Py_XSETREF(iter_, it);
   }
   Result<bool> Next(TaskSpec* spec) override;
   void Drop(uint64_t token) override { Py_XDECREF(reinterpret_cast<PyObject*>(token)); }
+  // Re-raises a Python exception the sampler raised in Next(), if any.
+  bool RestoreError();
 
  private:
+  Status Stash();  // moves the pending Python exception into saved_
   bool iterable_, auto_;
   PyObject* iter_ = nullptr;
+  PyObject* saved_[3] = {nullptr, nullptr, nullptr};  // type, value, traceback
 };
 
 class Pump {

@@ -28,6 +28,7 @@ void Scheduler::Clear() {
 
 void Scheduler::Reset(IndexSource* source, bool resume_workers) {
   Clear();
+  deferred_ = Status::OK();
   source_ = source;
   ++generation_;
   send_idx_ = rcvd_idx_ = 0;
@@ -135,6 +136,15 @@ bool Scheduler::TakeReady(uint64_t* bid, Ready* r) {
   return true;
 }
 
+void Scheduler::FillOrDefer() {
+  if (!deferred_.ok()) return;
+  Status st = Fill();
+  if (!st.ok()) {
+    deferred_ = st;
+    exhausted_ = true;  // pull nothing more; deliver what is in flight first
+  }
+}
+
 bool Scheduler::EpochDone() const {
   if (opts_.iterable) {
     const bool any_active = std::find(active_.begin(), active_.end(), true) != active_.end();
@@ -147,7 +157,7 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
   if (!source_) return Status::InvalidArgument("Scheduler::Next before Reset");
   const int64_t deadline = timeout_ns < 0 ? -1 : MonotonicNanos() + timeout_ns;
   for (;;) {
-    STOKER_RETURN_IF_ERROR(Fill());
+    FillOrDefer();
     uint64_t bid;
     Ready r;
     while (TakeReady(&bid, &r)) {
@@ -163,9 +173,17 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
       out->worker = r.worker;
       out->batch_id = bid;
       out->token = token;
+      // Refill now, as torch does, so workers keep `prefetch` batches in
+      // flight while the caller works on this one.
+      FillOrDefer();
       return Status::OK();
     }
     if (EpochDone()) {
+      if (!deferred_.ok()) {  // the source failed: report it after what was in flight
+        Status st = deferred_;
+        deferred_ = Status::OK();
+        return st;
+      }
       out->kind = Outcome::Kind::kEnd;
       return Status::OK();
     }

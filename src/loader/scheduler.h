@@ -8,6 +8,10 @@
 // End of epoch, a worker's end of data and a worker's death are values
 // (Outcome kinds), not errors; a Status error means a broken engine.
 //
+// A source error (e.g. a Python sampler that raised) stops dispatching; the
+// batches already in flight are delivered first, then Next() returns the
+// error (no batch is lost).
+//
 // Thread safety: one thread (the one iterating).  Next() calls the blocking
 // hooks around its wait so a Python caller can release the GIL there.
 #ifndef STOKER_LOADER_SCHEDULER_H_
@@ -108,6 +112,7 @@ class Scheduler {
   };
 
   Status Fill();
+  void FillOrDefer();
   int PickWorker();
   void Collect(const std::vector<Completion>& done, Outcome* exit_out, bool* have_exit);
   bool TakeReady(uint64_t* bid, Ready* r);
@@ -128,6 +133,7 @@ class Scheduler {
   std::vector<bool> active_;
   uint32_t cycle_ = 0;
   std::vector<Completion> scratch_;
+  Status deferred_;  // a source error, returned once what is in flight is delivered
   std::function<void()> before_block_, after_block_;
 };
 

@@ -156,3 +156,26 @@ def test_pin_memory_without_cuda_behaves_like_torch():
         s = list(stoker.DataLoader(IndexDataset(6), batch_size=2, pin_memory=True, num_workers=2))
     for a, b in zip(t, s):
         assert_same(a, b)
+
+
+class FailingSampler(torch.utils.data.Sampler):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        for i in range(self.n):
+            yield i
+        raise KeyError("sampler broke")
+
+    def __len__(self):
+        return self.n + 1
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_sampler_exception_surfaces_after_the_batches_before_it(num_workers):
+    loader = stoker.DataLoader(IndexDataset(10), batch_size=2, sampler=FailingSampler(6), num_workers=num_workers)
+    got = []
+    with pytest.raises(KeyError, match="sampler broke"):
+        for b in loader:
+            got.append(b.tolist())
+    assert got == [[0, 1], [2, 3], [4, 5]]
