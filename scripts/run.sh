@@ -23,7 +23,7 @@ python_env() {
   [ -x "$PY" ] || python3 -m venv "$VENV"
   # torch is pinned: an unpinned torch would pull the CUDA build.
   "$PY" -m pip install -q --disable-pip-version-check torch==2.13.0 numpy pytest \
-      "scikit-build-core>=0.9" "pybind11>=2.12" ninja
+      "scikit-build-core>=0.9" "pybind11>=2.12" cmake ninja
   echo "== building and installing stoker"
   "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation .
 }
