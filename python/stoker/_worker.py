@@ -11,6 +11,7 @@ import os
 import pickle
 import random
 import signal
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -203,3 +204,12 @@ def worker_main(cfg: WorkerConfig):
                 del e
     except KeyboardInterrupt:
         pass
+    # Leave at once: the worker owns nothing that needs cleaning up (the arena
+    # is the main process's), and multiprocessing's exit path costs
+    # milliseconds the main process would wait for.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(0)

@@ -23,13 +23,16 @@ from torch.utils.data import IterableDataset
 from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
 from stoker import _native as N
+from stoker import _reaper
 from stoker._worker import ArenaHandle, WorkerConfig, worker_main, publish_batch
 from stoker.errors import ErrorReport, LoaderTimeout, WorkerCrashed, describe_exit, short_repr
 
 #: Default byte budget of the slot pool (documented in README.md).
 DEFAULT_MAX_MEMORY = 1 << 30
 
-_JOIN_GRACE_S = 1.0
+# How long a worker busy in user code may take to notice a shutdown before it
+# is killed.  Workers hold nothing that needs cleaning up.
+_JOIN_GRACE_S = 0.05
 
 
 class DataLoader(torch.utils.data.DataLoader):
@@ -152,16 +155,8 @@ class _StokerIter(_BaseDataLoaderIter):
             return
         for wid in range(len(self._workers)):
             engine.forget(wid)
-        engine.shutdown()
-        # Idle workers leave at once; one stuck in user code gets a short
-        # grace, then SIGKILL (workers own nothing that needs cleaning up).
-        deadline = time.monotonic() + _JOIN_GRACE_S
-        for w in self._workers:
-            w.join(timeout=max(0.0, deadline - time.monotonic()))
-        for w in self._workers:
-            if w.is_alive():
-                w.kill()
-                w.join()
+        engine.shutdown()  # every worker wakes up and leaves
+        _reaper.reap(self._workers, _JOIN_GRACE_S)
         pump = getattr(self, "_pump", None)
         if pump is not None:
             pump.clear()

@@ -1,0 +1,73 @@
+"""Reaps worker processes after a loader shuts down, off the caller's path.
+
+Shutting a loader down wakes its workers (they leave on their own within
+milliseconds) and hands them here: a background thread waits for them, kills
+any still busy in user code after a short grace, and joins them.  `del
+iterator` therefore returns at once, and the workers are gone within the grace
+plus the kernel's process teardown.  At interpreter exit everything pending is
+reaped synchronously, so no process outlives the program.
+"""
+from __future__ import annotations
+
+import atexit
+import multiprocessing.connection as mp_connection
+import threading
+import time
+
+_lock = threading.Lock()
+_pending: list = []          # [(deadline, process)]
+_wake = threading.Event()
+_thread = None
+
+
+def _reap(entries, block_until_done: bool):
+    """Waits for `entries` until their deadlines, kills the rest, joins all."""
+    waiting = {p.sentinel: (d, p) for d, p in entries}
+    while waiting:
+        now = time.monotonic()
+        late = [s for s, (d, _p) in waiting.items() if d <= now]
+        for s in late:
+            waiting[s][1].kill()
+            waiting.pop(s)[1].join()
+        if not waiting:
+            break
+        timeout = min(d for d, _p in waiting.values()) - now
+        if not block_until_done:
+            timeout = min(timeout, 0.05)
+        for s in mp_connection.wait(list(waiting), timeout=max(timeout, 0)):
+            waiting.pop(s)[1].join()
+        if not block_until_done and _wake.is_set():
+            break
+    return [(d, p) for d, p in waiting.values()]
+
+
+def _run():
+    leftover = []
+    while True:
+        _wake.wait(None if not leftover else 0.01)
+        with _lock:
+            _wake.clear()
+            batch = leftover + _pending[:]
+            _pending.clear()
+        leftover = _reap(batch, block_until_done=False)
+
+
+def reap(processes, grace_s: float):
+    """Schedules `processes` (already told to exit) to be joined, killing any
+    still alive after `grace_s` seconds."""
+    global _thread
+    deadline = time.monotonic() + grace_s
+    with _lock:
+        _pending.extend((deadline, p) for p in processes)
+        if _thread is None:
+            _thread = threading.Thread(target=_run, name="stoker-reaper", daemon=True)
+            _thread.start()
+    _wake.set()
+
+
+@atexit.register
+def _reap_all_at_exit():
+    with _lock:
+        batch = _pending[:]
+        _pending.clear()
+    _reap(batch, block_until_done=True)
