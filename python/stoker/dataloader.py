@@ -24,6 +24,7 @@ from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
 from stoker import _native as N
 from stoker import _reaper
+from stoker._diagnose import OomWatch
 from stoker._worker import ArenaHandle, WorkerConfig, worker_main, publish_batch
 from stoker.errors import ErrorReport, LoaderTimeout, WorkerCrashed, describe_exit, short_repr
 
@@ -116,6 +117,7 @@ class _StokerIter(_BaseDataLoaderIter):
         self._warned = set()
         self._pinned_upto = 0
         self._workers = []
+        self._oom_watch = []
         self._shutdown = False
         self._stats = _Throughput()
         if nw > 0:
@@ -139,6 +141,7 @@ class _StokerIter(_BaseDataLoaderIter):
             w.start()
             self._engine.watch(wid, w.pid)
             self._workers.append(w)
+            self._oom_watch.append(OomWatch(w.pid))
 
     def _reset(self, loader, first_iter=False):
         super()._reset(loader, first_iter)
@@ -206,12 +209,12 @@ class _StokerIter(_BaseDataLoaderIter):
         msg = f"DataLoader worker {wid} (pid {pid}) exited unexpectedly: {describe_exit(sig, code)}"
         if held:
             msg += "; it held " + ", ".join(f"batch {b} (indices {short_repr(i, 120)})" for b, i in held)
-        if sig == 9:
-            msg += (". A SIGKILL is often the kernel's OOM killer: check `dmesg -T`, "
-                    "lower batch_size/num_workers or give the job more memory")
+        oom, hint = self._oom_watch[wid].verdict(pid, sig) if wid < len(self._oom_watch) else (False, "")
+        if hint:
+            msg += ". " + hint
         self._shutdown_workers()
         raise WorkerCrashed(msg, worker_id=wid, pid=pid, signal=sig or None,
-                            exit_code=None if sig else code, indices=[i for _b, i in held])
+                            exit_code=None if sig else code, indices=[i for _b, i in held], oom=oom)
 
     def _raise_timeout(self):
         parts = []

@@ -13,8 +13,10 @@ _MAX_REPORT_TEXT = 48 * 1024
 class WorkerCrashed(RuntimeError):
     """A worker process died (signal or exit) while the loader needed it."""
 
-    def __init__(self, message, *, worker_id=None, pid=None, signal=None, exit_code=None, indices=None):
+    def __init__(self, message, *, worker_id=None, pid=None, signal=None, exit_code=None, indices=None,
+                 oom=False):
         super().__init__(message)
+        self.oom = oom
         self.worker_id = worker_id
         self.pid = pid
         self.signal = signal
