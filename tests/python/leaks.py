@@ -67,3 +67,22 @@ class Baseline:
                 raise AssertionError(f"leaked: processes {sorted(extra)}, arena fds {fds}, files {sorted(files)}, "
                                      f"Shmem +{shmem} KiB")
             time.sleep(0.01)
+
+
+def alive(pid):
+    """True while `pid` runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids, timeout=5.0):
+    """Seconds until every pid is gone; raises if some outlive `timeout`."""
+    t0 = time.monotonic()
+    while any(alive(p) for p in pids):
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"still alive after {timeout} s: {[p for p in pids if alive(p)]}")
+        time.sleep(0.002)
+    return time.monotonic() - t0

@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset
 
 import stoker
-from leaks import Baseline, children
+from leaks import Baseline, alive, children, wait_gone
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
@@ -246,14 +246,6 @@ time.sleep(3600)
 """
 
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_main_process_sigkill_takes_workers_with_it(clean):
     proc = subprocess.Popen([sys.executable, "-c", MAIN_KILLED.format(tests=TESTS)], stdout=subprocess.PIPE,
                             text=True)
@@ -334,10 +326,6 @@ def test_worker_waiting_for_space_exits_when_main_shuts_down(clean):
     it = iter(stoker.DataLoader(Growing(), batch_size=1, num_workers=2))
     next(it)
     time.sleep(0.2)  # workers now wait for the main process to enlarge their slots
-    workers = list(it._workers)
+    pids = [w.pid for w in it._workers]
     del it
-    t0 = time.monotonic()
-    for w in workers:
-        w.join(2)
-        assert not w.is_alive()
-    assert time.monotonic() - t0 < 1.0
+    assert wait_gone(pids) < 1.0

@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader as TorchLoader
 import stoker
 from datasets import FailingDataset, IndexDataset, InitEnvDataset, SeedDataset, ShardedIterable, record_init
 from helpers import assert_same
+from leaks import wait_gone
 
 
 def test_seeds_and_worker_info_match_torch():
@@ -143,11 +144,9 @@ def test_workers_exit_when_iterator_is_dropped():
     loader = stoker.DataLoader(IndexDataset(1000), batch_size=1, num_workers=2)
     it = iter(loader)
     next(it)
-    workers = list(it._workers)
+    pids = [w.pid for w in it._workers]
     del it
-    for w in workers:
-        w.join(5)
-        assert not w.is_alive()
+    wait_gone(pids)
 
 
 CTRL_C_SCRIPT = r"""
@@ -164,16 +163,16 @@ class Slow(IndexDataset):
 threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 loader = stoker.DataLoader(Slow(8), batch_size=2, num_workers=2)
 it = iter(loader)
-workers = list(it._workers)
+from leaks import wait_gone
+pids = [w.pid for w in it._workers]
 t0 = time.monotonic()
 try:
     next(it)
 except KeyboardInterrupt:
     print("interrupted after %.2f s" % (time.monotonic() - t0), flush=True)
 del it
-for w in workers:
-    w.join(5)
-print("alive:", sum(w.is_alive() for w in workers), flush=True)
+wait_gone(pids)
+print("alive: 0", flush=True)
 """
 
 
