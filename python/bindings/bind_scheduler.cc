@@ -17,7 +17,8 @@ void BindScheduler(py::module_& m) {
       .def("reset", [](Pump& p, py::handle it, bool resume) { p.Reset(it.ptr(), resume); })
       .def("next", [](Pump& p, double timeout_s) { return Steal(p.Next(timeout_s)); })
       .def("in_flight", [](Pump& p) { return Steal(p.InFlight()); })
-      .def("clear", &Pump::Clear);
+      .def("clear", &Pump::Clear)
+      .def("requeue", [](Pump& p, uint32_t worker) { Check(p.Requeue(worker)); });
 }
 
 }  // namespace stoker::glue

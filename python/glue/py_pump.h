@@ -53,6 +53,7 @@ class Pump {
   // [(batch_id, worker, index), ...] of the tasks in flight.
   PyObject* InFlight();
   void Clear() { sched_.Clear(); }
+  Status Requeue(uint32_t worker) { return sched_.Requeue(worker); }
 
  private:
   std::shared_ptr<Engine> engine_;

@@ -9,6 +9,7 @@ of those slots, with no pickling and no copy.
 from __future__ import annotations
 
 import collections
+import logging
 import multiprocessing as python_multiprocessing
 import os
 import pickle
@@ -35,6 +36,8 @@ DEFAULT_MAX_MEMORY = 1 << 30
 # is killed.  Workers hold nothing that needs cleaning up.
 _JOIN_GRACE_S = 0.05
 
+logger = logging.getLogger("stoker")
+
 
 class DataLoader(torch.utils.data.DataLoader):
     """torch.utils.data.DataLoader, fed through stoker's shared-memory engine.
@@ -47,6 +50,10 @@ class DataLoader(torch.utils.data.DataLoader):
         (the pool grows up to a hard cap of max(2 x max_memory,
         max_memory + 256 MiB)) with a one-time warning.
     output: "torch" (default) for torch tensors, "numpy" for numpy arrays.
+    max_worker_restarts: how many times, per iterator, a worker that dies is
+        replaced (default 0: raise stoker.WorkerCrashed).  The batches it held
+        are loaded again, so every index is still delivered exactly once and in
+        order.  Map-style datasets only.
     """
 
     def __init__(self, dataset, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None,
@@ -55,7 +62,7 @@ class DataLoader(torch.utils.data.DataLoader):
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor: Optional[int] = None, persistent_workers: bool = False,
                  pin_memory_device: str = "", in_order: bool = True,
-                 max_memory: int = DEFAULT_MAX_MEMORY, output: str = "torch"):
+                 max_memory: int = DEFAULT_MAX_MEMORY, output: str = "torch", max_worker_restarts: int = 0):
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
         super().__init__(dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
@@ -69,8 +76,14 @@ class DataLoader(torch.utils.data.DataLoader):
             raise ValueError(f"max_memory should be an int of at least 1 MiB (1048576 bytes), but got {max_memory!r}")
         if output not in ("torch", "numpy"):
             raise ValueError(f"output should be 'torch' or 'numpy', but got {output!r}")
+        if not isinstance(max_worker_restarts, int) or max_worker_restarts < 0:
+            raise ValueError(f"max_worker_restarts should be a non-negative int, but got {max_worker_restarts!r}")
+        if max_worker_restarts and isinstance(dataset, IterableDataset):
+            raise ValueError("max_worker_restarts needs a map-style dataset: an IterableDataset's stream "
+                             "cannot be resumed in a replacement worker")
         self.max_memory = max_memory
         self.output = output
+        self.max_worker_restarts = max_worker_restarts
         # torch's __init__ replaces a missing collate_fn with its default;
         # remember whether the user gave one so the native collate can run.
         self._user_collate_fn = collate_fn
@@ -118,6 +131,8 @@ class _StokerIter(_BaseDataLoaderIter):
         self._pinned_upto = 0
         self._workers = []
         self._oom_watch = []
+        self._restarts_left = loader.max_worker_restarts
+        self.restarts = []  # one record per replaced worker
         self._shutdown = False
         self._stats = _Throughput()
         if nw > 0:
@@ -127,21 +142,44 @@ class _StokerIter(_BaseDataLoaderIter):
     # ---- lifecycle -------------------------------------------------------
 
     def _start_workers(self, loader):
-        ctx = loader.multiprocessing_context or python_multiprocessing.get_context()
-        forked = ctx.get_start_method() == "fork"
-        handle = ArenaHandle(engine=self._engine) if forked else ArenaHandle(fd=self._engine.fd)
+        self._ctx = loader.multiprocessing_context or python_multiprocessing.get_context()
+        self._worker_init_fn = loader.worker_init_fn
         for wid in range(self._num_workers):
-            cfg = WorkerConfig(
-                arena=handle, worker_id=wid, num_workers=self._num_workers, dataset=self._dataset,
-                is_iterable=self._is_iterable, auto_collation=self._auto_collation,
-                collate_fn=self._wcollate, convert=self._convert, drop_last=self._drop_last,
-                base_seed=self._base_seed, worker_init_fn=loader.worker_init_fn,
-                numpy_mode=self._numpy, parent_pid=os.getpid())
-            w = ctx.Process(target=worker_main, args=(cfg,), daemon=True, name=f"stoker-worker-{wid}")
-            w.start()
-            self._engine.watch(wid, w.pid)
-            self._workers.append(w)
-            self._oom_watch.append(OomWatch(w.pid))
+            self._workers.append(None)
+            self._oom_watch.append(None)
+            self._start_worker(wid)
+
+    def _start_worker(self, wid: int):
+        forked = self._ctx.get_start_method() == "fork"
+        handle = ArenaHandle(engine=self._engine) if forked else ArenaHandle(fd=self._engine.fd)
+        cfg = WorkerConfig(
+            arena=handle, worker_id=wid, num_workers=self._num_workers, dataset=self._dataset,
+            is_iterable=self._is_iterable, auto_collation=self._auto_collation,
+            collate_fn=self._wcollate, convert=self._convert, drop_last=self._drop_last,
+            base_seed=self._base_seed, worker_init_fn=self._worker_init_fn,
+            numpy_mode=self._numpy, parent_pid=os.getpid())
+        w = self._ctx.Process(target=worker_main, args=(cfg,), daemon=True, name=f"stoker-worker-{wid}")
+        w.start()
+        self._engine.watch(wid, w.pid)
+        self._workers[wid] = w
+        self._oom_watch[wid] = OomWatch(w.pid)
+
+    def _restart_worker(self, wid, pid, code, sig) -> bool:
+        """Replaces a dead worker if restarts remain; False if it may not."""
+        if self._restarts_left <= 0:
+            return False
+        self._restarts_left -= 1
+        held = sorted(b for b, _i in self._held_by().get(wid, []))
+        _, hint = self._oom_watch[wid].verdict(pid, sig)
+        logger.warning("stoker: DataLoader worker %d (pid %d) %s%s; starting a replacement (%d restart(s) left) "
+                       "and loading its batches %s again", wid, pid, describe_exit(sig, code),
+                       f" ({hint})" if hint else "", self._restarts_left, held)
+        self._pump.requeue(wid)
+        dead = self._workers[wid]
+        _reaper.reap([dead], 0.0)
+        self._start_worker(wid)
+        self.restarts.append({"worker": wid, "pid": pid, "signal": sig, "exit_code": code, "batches": held})
+        return True
 
     def _reset(self, loader, first_iter=False):
         super()._reset(loader, first_iter)
@@ -193,6 +231,8 @@ class _StokerIter(_BaseDataLoaderIter):
             report, _wid, _bid, _index = value
             pickle.loads(report).reraise()
         if code == 2:
+            if self._restart_worker(*value):
+                return self._next_data()
             self._raise_crash(*value)
         if code == 4:
             self._raise_timeout()

@@ -293,6 +293,48 @@ void Engine::CompleteLocal(uint32_t slot, uint64_t used) {
   }
 }
 
+Status Engine::ReclaimWorker(uint32_t worker, std::vector<Completion>* done) {
+  if (worker >= opts_.num_workers) return Status::InvalidArgument("no worker " + std::to_string(worker));
+  WorkerBlock* wb = arena_->worker(worker);
+  SpscRing ring(&wb->done);
+  uint64_t v;
+  while (ring.TryPop(&v)) {
+    const auto slot = static_cast<uint32_t>(v);
+    if (slot >= opts_.max_slots) continue;
+    SlotHeader* h = arena_->slot(slot);
+    if (h->state.load(std::memory_order_acquire) != static_cast<uint32_t>(SlotState::kReady)) continue;
+    Completion c;
+    c.slot = slot;
+    c.worker = worker;
+    c.batch_id = h->batch_id;
+    c.generation = h->generation;
+    c.result = static_cast<SlotResult>(h->result);
+    std::lock_guard<std::mutex> g(mu_);
+    slots_[slot].state = SlotState::kReady;
+    done->push_back(c);
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (uint32_t s = 0; s < opts_.max_slots; ++s) {
+      if (slots_[s].state != SlotState::kDispatched || arena_->slot(s)->worker != worker) continue;
+      slots_[s].state = SlotState::kFree;
+      arena_->slot(s)->state.store(static_cast<uint32_t>(SlotState::kFree), std::memory_order_release);
+      free_.push_back(s);
+    }
+  }
+  // Only this process touches the rings now: start them afresh.
+  for (RingLayout* r : {&wb->tasks, &wb->done}) {
+    r->head.store(0, std::memory_order_relaxed);
+    r->tail.store(0, std::memory_order_relaxed);
+    r->closed.store(0, std::memory_order_relaxed);
+  }
+  wb->task_bell.sleepers.store(0, std::memory_order_relaxed);
+  wb->pid.store(0, std::memory_order_relaxed);
+  wb->current_slot.store(0, std::memory_order_relaxed);
+  wb->state.store(static_cast<uint32_t>(WorkerState::kStarting), std::memory_order_release);
+  return Status::OK();
+}
+
 Status Engine::Watch(uint32_t worker, pid_t pid) {
   if (worker >= opts_.num_workers) return Status::InvalidArgument("no worker " + std::to_string(worker));
   arena_->worker(worker)->pid.store(pid, std::memory_order_release);

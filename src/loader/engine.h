@@ -117,6 +117,12 @@ class Engine : public std::enable_shared_from_this<Engine> {
   uint8_t* LocalRegion(uint32_t slot, uint64_t* capacity);
   void CompleteLocal(uint32_t slot, uint64_t used);
 
+  // After worker `worker` died: appends the completions it published before
+  // dying (still in its done ring) to *done, takes back every slot still
+  // dispatched to it (FREE again, region kept), and resets its rings so a
+  // replacement process can take the same id.  REQUIRES: the process is gone.
+  Status ReclaimWorker(uint32_t worker, std::vector<Completion>* done);
+
   // Starts supervising worker `id`'s process.
   Status Watch(uint32_t worker, pid_t pid);
   void Forget(uint32_t worker);

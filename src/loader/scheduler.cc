@@ -20,9 +20,11 @@ void Scheduler::Clear() {
   ready_fifo_.clear();
   if (source_) {
     for (auto& [bid, t] : tasks_) source_->Drop(t.token);
+    for (auto& [bid, spec] : retry_) source_->Drop(spec.token);
     if (have_pending_) source_->Drop(pending_.token);
   }
   tasks_.clear();
+  retry_.clear();
   have_pending_ = false;
 }
 
@@ -56,7 +58,32 @@ int Scheduler::PickWorker() {
   return static_cast<int>(best);
 }
 
+Result<bool> Scheduler::Dispatch(uint64_t batch_id, TaskSpec& spec) {
+  const int w = PickWorker();
+  if (w < 0) return false;
+  // Over budget only when nothing in flight could ever free memory.
+  const bool idle = tasks_.empty() && ready_in_order_.empty() && ready_fifo_.empty();
+  Result<uint32_t> slot = engine_->Dispatch(static_cast<uint32_t>(w), batch_id, generation_, spec.kind,
+                                            spec.payload.data(), spec.payload.size(), idle);
+  if (!slot.ok()) {
+    if (slot.status().IsResourceExhausted() && slot.status().message().find("hard cap") == std::string::npos) {
+      if (opts_.iterable) cycle_ = (cycle_ + opts_.num_workers - 1) % opts_.num_workers;  // retry the same worker
+      return false;  // busy: retry after a completion
+    }
+    return slot.status();
+  }
+  tasks_.emplace(batch_id, Task{static_cast<uint32_t>(w), slot.value(), spec.token, spec.kind,
+                                std::move(spec.payload)});
+  ++outstanding_[w];
+  return true;
+}
+
 Status Scheduler::Fill() {
+  while (!retry_.empty()) {  // re-dispatch a dead worker's batches first
+    STOKER_ASSIGN_OR_RETURN(bool sent, Dispatch(retry_.front().first, retry_.front().second));
+    if (!sent) return Status::OK();
+    retry_.pop_front();
+  }
   while (tasks_.size() < opts_.prefetch && !exhausted_) {
     if (!have_pending_) {
       pending_ = TaskSpec();
@@ -68,24 +95,42 @@ Status Scheduler::Fill() {
       }
       have_pending_ = true;
     }
-    const int w = PickWorker();
-    if (w < 0) return Status::OK();
-    // Over budget only when nothing in flight could ever free memory.
-    const bool idle = tasks_.empty() && ready_in_order_.empty() && ready_fifo_.empty();
-    Result<uint32_t> slot = engine_->Dispatch(static_cast<uint32_t>(w), send_idx_, generation_, pending_.kind,
-                                              pending_.payload.data(), pending_.payload.size(), idle);
-    if (!slot.ok()) {
-      if (slot.status().IsResourceExhausted() && slot.status().message().find("hard cap") == std::string::npos) {
-        if (opts_.iterable) cycle_ = (cycle_ + opts_.num_workers - 1) % opts_.num_workers;  // retry the same worker
-        return Status::OK();  // busy: retry after a completion
-      }
-      return slot.status();
-    }
-    tasks_.emplace(send_idx_, Task{static_cast<uint32_t>(w), slot.value(), pending_.token});
-    ++outstanding_[w];
+    STOKER_ASSIGN_OR_RETURN(bool sent, Dispatch(send_idx_, pending_));
+    if (!sent) return Status::OK();
     ++send_idx_;
     have_pending_ = false;
   }
+  return Status::OK();
+}
+
+Status Scheduler::Requeue(uint32_t worker) {
+  if (opts_.iterable) return Status::InvalidArgument("an iterable dataset's worker cannot be replaced");
+  std::vector<Completion> done;
+  STOKER_RETURN_IF_ERROR(engine_->ReclaimWorker(worker, &done));
+  bool unused = false;
+  Outcome ignored;
+  Collect(done, &ignored, &unused);
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    if (it->second.worker != worker) {
+      ++it;
+      continue;
+    }
+    const bool finished = opts_.in_order ? ready_in_order_.count(it->first) > 0
+                                         : std::any_of(ready_fifo_.begin(), ready_fifo_.end(),
+                                                       [&](const auto& r) { return r.first == it->first; });
+    if (finished) {
+      ++it;
+      continue;
+    }
+    TaskSpec spec;
+    spec.kind = it->second.kind;
+    spec.payload = std::move(it->second.payload);
+    spec.token = it->second.token;
+    retry_.emplace_back(it->first, std::move(spec));
+    it = tasks_.erase(it);
+  }
+  std::sort(retry_.begin(), retry_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  outstanding_[worker] = 0;
   return Status::OK();
 }
 
@@ -150,7 +195,7 @@ bool Scheduler::EpochDone() const {
     const bool any_active = std::find(active_.begin(), active_.end(), true) != active_.end();
     return (!any_active || exhausted_) && tasks_.empty();
   }
-  return exhausted_ && tasks_.empty();
+  return exhausted_ && tasks_.empty() && retry_.empty();
 }
 
 Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {

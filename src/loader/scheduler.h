@@ -88,6 +88,11 @@ class Scheduler {
   // Returns Interrupted when a signal arrived while waiting: handle it and
   // call again (no state is lost).
   Status Next(int64_t timeout_ns, Outcome* out);
+  // After a kWorkerExit: keeps what `worker` finished before dying, and
+  // queues every task it still held for dispatch again under its original
+  // batch id (so in-order delivery and exactly-once hold).  The caller starts
+  // a replacement process for the same worker id.  Map-style datasets only.
+  Status Requeue(uint32_t worker);
   // Tasks in flight in this epoch, oldest first (for timeout/crash reports).
   std::vector<InFlight> InFlightTasks() const;
   // Called around the blocking wait (e.g. to release a GIL).
@@ -103,6 +108,8 @@ class Scheduler {
     uint32_t worker;
     uint32_t slot;
     uint64_t token;
+    TaskKind kind;
+    std::string payload;  // kept to re-dispatch if the worker dies
   };
   enum class ReadyKind { kBatch, kError, kStop };
   struct Ready {
@@ -112,6 +119,8 @@ class Scheduler {
   };
 
   Status Fill();
+  // Dispatches one task; false when the engine is busy (retry later).
+  Result<bool> Dispatch(uint64_t batch_id, TaskSpec& spec);
   void FillOrDefer();
   int PickWorker();
   void Collect(const std::vector<Completion>& done, Outcome* exit_out, bool* have_exit);
@@ -126,6 +135,7 @@ class Scheduler {
   bool exhausted_ = true;
   bool have_pending_ = false;
   TaskSpec pending_;
+  std::deque<std::pair<uint64_t, TaskSpec>> retry_;  // (batch id, task) of dead workers
   std::map<uint64_t, Task> tasks_;
   std::map<uint64_t, Ready> ready_in_order_;
   std::deque<std::pair<uint64_t, Ready>> ready_fifo_;
