@@ -108,6 +108,8 @@ class _StokerIter(_BaseDataLoaderIter):
     """One pass (or, with persistent workers, many passes) over a DataLoader."""
 
     def __init__(self, loader: DataLoader):
+        self._owner_pid = os.getpid()
+        self._shutdown = True  # until the engine exists
         super().__init__(loader)
         loader._last_iter = weakref.ref(self)
         self._numpy = loader.output == "numpy"
@@ -124,6 +126,7 @@ class _StokerIter(_BaseDataLoaderIter):
             self._convert = self._wcollate is None
         self._max_memory = loader.max_memory
         self._engine = N.Engine(nw, loader.max_memory, 0, max(256, 4 * self._prefetch + 64))
+        self._shutdown = False
         if nw:
             self._pump = N.lib.Pump(self._engine, nw, self._prefetch, self._in_order, self._is_iterable,
                                     self._auto_collation, self._numpy)
@@ -133,7 +136,6 @@ class _StokerIter(_BaseDataLoaderIter):
         self._oom_watch = []
         self._restarts_left = loader.max_worker_restarts
         self.restarts = []  # one record per replaced worker
-        self._shutdown = False
         self._stats = _Throughput()
         if nw > 0:
             self._start_workers(loader)
@@ -188,7 +190,9 @@ class _StokerIter(_BaseDataLoaderIter):
         self._stats.reset()
 
     def _shutdown_workers(self):
-        if self._shutdown:
+        if self._shutdown or os.getpid() != self._owner_pid:
+            # Already done, or this is a forked copy (the cyclic GC can collect
+            # an old iterator inside a new worker): the parent owns the workers.
             return
         self._shutdown = True
         engine = getattr(self, "_engine", None)

@@ -78,7 +78,13 @@ class ErrorReport:
             exception = self.exc_type(msg)
         except Exception:
             raise RuntimeError(msg) from None
-        raise exception
+        try:
+            raise exception
+        finally:
+            # A local holding the exception would make a cycle (exception ->
+            # traceback -> this frame -> exception) that keeps the iterator,
+            # and so its workers, alive until the cyclic GC runs.
+            del exception
 
 
 class _KeyErrorMessage(str):

@@ -5,6 +5,16 @@ import os
 import time
 
 
+def _mp_helper(pid):
+    """multiprocessing's own long-lived helpers (resource tracker, forkserver)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return False
+    return b"resource_tracker" in cmd or b"forkserver" in cmd
+
+
 def children(pid=None):
     pid = pid or os.getpid()
     out = []
@@ -14,7 +24,7 @@ def children(pid=None):
                 out += [int(c) for c in f.read().split()]
     except OSError:
         pass
-    return out
+    return [p for p in out if not _mp_helper(p)]
 
 
 def arena_fds():

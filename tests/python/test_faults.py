@@ -329,3 +329,31 @@ def test_worker_waiting_for_space_exits_when_main_shuts_down(clean):
     pids = [w.pid for w in it._workers]
     del it
     assert wait_gone(pids) < 1.0
+
+
+def test_iterator_collected_inside_a_forked_worker_does_nothing(clean):
+    """An unreachable iterator (kept by a reference cycle) may be collected by
+    the cyclic GC inside a later forked worker: it must not touch the parent's
+    workers from there."""
+    import gc
+    gc.disable()
+    try:
+        old = iter(stoker.DataLoader(RaiseIn("none", 100), batch_size=2, num_workers=2))
+        next(old)
+        pids = [w.pid for w in old._workers]
+        cycle = [old]
+        cycle.append(cycle)  # keep it only through a cycle
+        del old, cycle
+
+        class CollectsGarbage(RaiseIn):
+            def __getitem__(self, i):
+                gc.collect()  # runs the old iterator's __del__ inside this worker
+                return torch.tensor(i)
+
+        got = [int(x) for b in stoker.DataLoader(CollectsGarbage("none", 8), batch_size=2, num_workers=2)
+               for x in b]
+        assert got == list(range(8))
+        assert all(alive(p) for p in pids), "a forked copy shut the parent's workers down"
+    finally:
+        gc.enable()
+        gc.collect()
