@@ -237,11 +237,13 @@ MAIN_KILLED = r"""
 import sys, time, torch
 sys.path.insert(0, {tests!r})
 import stoker
-from datasets import IndexDataset
-loader = stoker.DataLoader(IndexDataset(100000), batch_size=2, num_workers=2, persistent_workers=True)
+from datasets import BigDataset
+# 16 MiB batches: the arena holds ~100 MiB, so a leak would show in Shmem.
+loader = stoker.DataLoader(BigDataset(100000, 1 << 20), batch_size=4, num_workers=2, persistent_workers=True)
 it = iter(loader)
-next(it)
-print(" ".join(str(w.pid) for w in it._workers), flush=True)
+held = [next(it) for _ in range(2)]
+time.sleep(0.5)
+print(" ".join(str(w.pid) for w in it._workers), it._engine.committed_bytes, flush=True)
 time.sleep(3600)
 """
 
@@ -249,7 +251,8 @@ time.sleep(3600)
 def test_main_process_sigkill_takes_workers_with_it(clean):
     proc = subprocess.Popen([sys.executable, "-c", MAIN_KILLED.format(tests=TESTS)], stdout=subprocess.PIPE,
                             text=True)
-    pids = [int(p) for p in proc.stdout.readline().split()]
+    *pids, committed = [int(p) for p in proc.stdout.readline().split()]
+    assert committed > 64 << 20
     assert len(pids) == 2 and all(alive(p) for p in pids)
     proc.kill()
     t0 = time.monotonic()
@@ -258,6 +261,7 @@ def test_main_process_sigkill_takes_workers_with_it(clean):
         time.sleep(0.005)
     assert not any(alive(p) for p in pids)
     assert time.monotonic() - t0 < 1.0
+    # the `clean` fixture then checks that the arena's memory (Shmem) came back
 
 
 EARLY_EXITS = r"""
