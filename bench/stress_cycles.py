@@ -190,6 +190,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--spawn-fraction", type=float, default=0.05)
     p.add_argument("--hang-s", type=float, default=120)
+    p.add_argument("--progress", type=int, default=0, help="print a progress line every N cycles")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     if args.loader == "torch":
@@ -203,10 +204,13 @@ def main(argv=None):
     base_children = set(children())
     base_files = shm_files()
     t0 = time.perf_counter()
-    for _ in range(args.cycles):
+    for c in range(args.cycles):
         faulthandler.dump_traceback_later(args.hang_s, exit=True)
         run_cycle(rng, loader_cls, args, stats)
         faulthandler.cancel_dump_traceback_later()
+        if args.progress and (c + 1) % args.progress == 0:
+            print(f"# {c + 1} cycles, {time.perf_counter() - t0:.0f} s, leaked {stats['leaked_processes']}",
+                  file=sys.stderr, flush=True)
     # Let any reaper finish, then check what remains.
     t_wait = time.perf_counter()
     while set(children()) - base_children and time.perf_counter() - t_wait < 5:
