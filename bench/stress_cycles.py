@@ -122,6 +122,7 @@ def run_cycle(rng, loader_cls, args, stats):
         kw["multiprocessing_context"] = multiprocessing.get_context("spawn")
     loader = loader_cls(FaultyDataset(n, fail_at, hang_at), **kw)
     stats["cycles"] += 1
+    stats["last"] = dict(ending=ending, spawn=spawn, persistent=persistent, pin=pin, n=n, bs=bs, stop_at=stop_at)
     stats["endings"][ending] = stats["endings"].get(ending, 0) + 1
     stats["spawn"] += spawn
     pids = []
@@ -191,6 +192,7 @@ def main(argv=None):
     p.add_argument("--spawn-fraction", type=float, default=0.05)
     p.add_argument("--hang-s", type=float, default=120)
     p.add_argument("--progress", type=int, default=0, help="print a progress line every N cycles")
+    p.add_argument("--check-each-cycle", action="store_true", help="look for open arena fds after every cycle")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     if args.loader == "torch":
@@ -208,6 +210,11 @@ def main(argv=None):
         faulthandler.dump_traceback_later(args.hang_s, exit=True)
         run_cycle(rng, loader_cls, args, stats)
         faulthandler.cancel_dump_traceback_later()
+        if args.check_each_cycle:
+            gc.collect()
+            if arena_fds():
+                print(f"# cycle {c}: {arena_fds()} arena fd(s) open after {stats['last']}", file=sys.stderr,
+                      flush=True)
         if args.progress and (c + 1) % args.progress == 0:
             print(f"# {c + 1} cycles, {time.perf_counter() - t0:.0f} s, leaked {stats['leaked_processes']}",
                   file=sys.stderr, flush=True)

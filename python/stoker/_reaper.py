@@ -10,6 +10,7 @@ reaped synchronously, so no process outlives the program.
 from __future__ import annotations
 
 import atexit
+import sys
 import multiprocessing.connection as mp_connection
 import threading
 import time
@@ -49,7 +50,12 @@ def _run():
             _wake.clear()
             batch = leftover + _pending[:]
             _pending.clear()
-        leftover = _reap(batch, block_until_done=False)
+        try:
+            leftover = _reap(batch, block_until_done=False)
+        except Exception as e:  # never die: later loaders depend on this thread
+            sys.stderr.write(f"stoker: reaper: {e!r}\n")
+            leftover = [(d, p) for d, p in batch if p.exitcode is None]
+        del batch
 
 
 def reap(processes, grace_s: float):
@@ -58,7 +64,7 @@ def reap(processes, grace_s: float):
     global _thread
     deadline = time.monotonic() + grace_s
     with _lock:
-        _pending.extend((deadline, p) for p in processes)
+        _pending.extend((deadline, p) for p in processes if p is not None and p.pid is not None)
         if _thread is None:
             _thread = threading.Thread(target=_run, name="stoker-reaper", daemon=True)
             _thread.start()

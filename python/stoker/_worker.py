@@ -161,16 +161,19 @@ def worker_main(cfg: WorkerConfig):
     port = cfg.arena.port(cfg.worker_id)
     pid = os.getpid()
     where = f"in DataLoader worker process {cfg.worker_id} (pid {pid})"
-    init_error = None
+    init_error = None      # reported with the first task, like torch
+    started = False        # seeding and worker_init_fn succeeded (else permanent)
     fetcher = None
     try:
         _seed_like_torch(cfg)
         if cfg.worker_init_fn is not None:
             cfg.worker_init_fn(cfg.worker_id)
+        started = True
         fetcher = _Fetcher(cfg)
-    except Exception as e:  # reported with the first task, like torch
-        init_error = ErrorReport(e, where + " during worker start-up (worker_init_fn or iter(dataset))")
+    except Exception as e:
+        init_error = ErrorReport(e, where + (" in iter(dataset)" if started else " during start-up (worker_init_fn)"))
     iteration_end = False
+    init_reported = False
     try:
         while True:
             task = port.next_task()
@@ -179,15 +182,22 @@ def worker_main(cfg: WorkerConfig):
             msg, slot, batch_id, _gen, kind, payload = task
             if msg == N.MSG_RESUME:
                 iteration_end = False
-                if init_error is None:
+                if started:  # a new epoch gets a new iterator; a failed init stays failed
                     try:
                         fetcher = _Fetcher(cfg)
+                        init_error, init_reported = None, False
                     except Exception as e:
-                        init_error = ErrorReport(e, where + " in iter(dataset)")
+                        init_error, init_reported = ErrorReport(e, where + " in iter(dataset)"), False
                 continue
             if init_error is not None:
-                port.publish_error(slot, init_error.to_bytes())
-                init_error = None
+                # Reported with the first task, like torch.  After that, an
+                # iterable-dataset worker without an iterator has no data (the
+                # others go on); a map-style one reports the same error again.
+                if init_reported and cfg.is_iterable:
+                    port.publish_stop(slot)
+                else:
+                    port.publish_error(slot, init_error.to_bytes())
+                    init_reported = True
                 continue
             if iteration_end:
                 port.publish_stop(slot)

@@ -52,8 +52,13 @@ def bad_init(worker_id):
 
 
 class BadIter(IterableDataset):
+    """Worker 0 cannot create its iterator; worker 1 yields 0..5."""
+
     def __iter__(self):
-        raise TypeError("cannot iterate")
+        info = torch.utils.data.get_worker_info()
+        if info is None or info.id == 0:
+            raise TypeError("cannot iterate")
+        return iter(range(6))
 
 
 def test_exception_in_getitem(clean):
@@ -88,9 +93,12 @@ def test_exception_in_worker_init_fn(clean):
 
 
 def test_exception_in_iter(clean):
+    it = iter(stoker.DataLoader(BadIter(), batch_size=2, num_workers=2))
     with pytest.raises(TypeError, match="cannot iterate") as err:
-        list(stoker.DataLoader(BadIter(), batch_size=2, num_workers=2))
-    assert "worker process" in str(err.value)
+        next(it)
+    assert "worker process 0" in str(err.value) and "iter(dataset)" in str(err.value)
+    assert [int(x) for b in it for x in b] == list(range(6)), "the other worker's data still comes"
+    del it
 
 
 # ---- crashes --------------------------------------------------------------------
