@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 
 import torch
 from torch.utils.data import Dataset
+
+from stoker._procfs import alive
 
 
 class Tiny(Dataset):
@@ -23,14 +24,6 @@ class Tiny(Dataset):
 
     def __getitem__(self, i):
         return torch.full((16,), float(i))
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def one(loader_cls):

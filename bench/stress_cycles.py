@@ -34,6 +34,9 @@ import warnings
 import torch
 from torch.utils.data import Dataset
 
+from stoker._procfs import alive, children, stoker_files
+from stoker._procfs import arena_fds as _arena_fds
+
 ENDINGS = ["end", "break", "del", "loop_exception", "getitem_exception", "worker_sigkill", "timeout"]
 WEIGHTS = [3, 3, 3, 2, 2, 2, 1]
 
@@ -57,53 +60,12 @@ class TrainingLoopError(Exception):
     pass
 
 
-def _mp_helper(pid):
-    """multiprocessing's own long-lived helpers (resource tracker, forkserver)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read()
-    except OSError:
-        return False
-    return b"resource_tracker" in cmd or b"forkserver" in cmd
-
-
-def children():
-    out = []
-    for tid in os.listdir(f"/proc/{os.getpid()}/task"):
-        try:
-            with open(f"/proc/{os.getpid()}/task/{tid}/children") as f:
-                out += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-    return [p for p in out if not _mp_helper(p)]
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def arena_fds():
-    n = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            n += "stoker" in os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            pass
-    return n
+    return len(_arena_fds())
 
 
 def shm_files():
-    names = set()
-    for d in ("/dev/shm", "/tmp"):
-        try:
-            names |= {f"{d}/{n}" for n in os.listdir(d) if "stoker" in n or n.startswith("torch_")}
-        except OSError:
-            pass
-    return names
+    return set(stoker_files())
 
 
 def run_cycle(rng, loader_cls, args, stats):

@@ -166,6 +166,17 @@ void Engine::HandleNeedSpace(uint32_t slot) {
   Doorbell(&h->bell).Ring();
 }
 
+Completion Engine::ReadCompletion(uint32_t slot, uint32_t worker) const {
+  const SlotHeader* h = arena_->slot(slot);
+  Completion c;
+  c.slot = slot;
+  c.worker = worker;
+  c.batch_id = h->batch_id;
+  c.generation = h->generation;
+  c.result = static_cast<SlotResult>(h->result);
+  return c;
+}
+
 bool Engine::AnythingPending() {
   if (exits_pending_.load(std::memory_order_acquire)) return true;
   for (uint32_t w = 0; w < opts_.num_workers; ++w)
@@ -190,12 +201,7 @@ Status Engine::Wait(int64_t timeout_ns, std::vector<Completion>* out) {
           HandleNeedSpace(slot);
           continue;
         }
-        Completion c;
-        c.slot = slot;
-        c.worker = w;
-        c.batch_id = h->batch_id;
-        c.generation = h->generation;
-        c.result = static_cast<SlotResult>(h->result);
+        Completion c = ReadCompletion(slot, w);
         {
           std::lock_guard<std::mutex> g(mu_);
           slots_[slot].state = SlotState::kReady;
@@ -303,12 +309,7 @@ Status Engine::ReclaimWorker(uint32_t worker, std::vector<Completion>* done) {
     if (slot >= opts_.max_slots) continue;
     SlotHeader* h = arena_->slot(slot);
     if (h->state.load(std::memory_order_acquire) != static_cast<uint32_t>(SlotState::kReady)) continue;
-    Completion c;
-    c.slot = slot;
-    c.worker = worker;
-    c.batch_id = h->batch_id;
-    c.generation = h->generation;
-    c.result = static_cast<SlotResult>(h->result);
+    Completion c = ReadCompletion(slot, worker);
     std::lock_guard<std::mutex> g(mu_);
     slots_[slot].state = SlotState::kReady;
     done->push_back(c);

@@ -142,6 +142,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // REQUIRES: mu_ held.  Gives `slot` a region of at least `bytes`.
   Status SizeRegion(uint32_t slot, uint64_t bytes, bool allow_over_budget);
   void HandleNeedSpace(uint32_t slot);
+  // A finished slot's header as a Completion (after the acquire of its state).
+  Completion ReadCompletion(uint32_t slot, uint32_t worker) const;
   bool AnythingPending();
   void OnWorkerExit(uint32_t worker, const ExitInfo& info);
 

@@ -4,38 +4,7 @@ import gc
 import os
 import time
 
-
-def _mp_helper(pid):
-    """multiprocessing's own long-lived helpers (resource tracker, forkserver)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read()
-    except OSError:
-        return False
-    return b"resource_tracker" in cmd or b"forkserver" in cmd
-
-
-def children(pid=None):
-    pid = pid or os.getpid()
-    out = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(c) for c in f.read().split()]
-    except OSError:
-        pass
-    return [p for p in out if not _mp_helper(p)]
-
-
-def arena_fds():
-    fds = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if "stoker" in os.readlink(f"/proc/self/fd/{fd}"):
-                fds.append(fd)
-        except OSError:
-            pass
-    return fds
+from stoker._procfs import alive, arena_fds, children, stoker_files  # noqa: F401 (used by tests)
 
 
 def shmem_kib():
@@ -44,16 +13,6 @@ def shmem_kib():
             if line.startswith("Shmem:"):
                 return int(line.split()[1])
     return 0
-
-
-def stoker_files():
-    names = []
-    for d in ("/dev/shm", "/tmp"):
-        try:
-            names += [f"{d}/{n}" for n in os.listdir(d) if "stoker" in n.lower() or n.startswith("torch_")]
-        except OSError:
-            pass
-    return names
 
 
 class Baseline:
@@ -77,15 +36,6 @@ class Baseline:
                 raise AssertionError(f"leaked: processes {sorted(extra)}, arena fds {fds}, files {sorted(files)}, "
                                      f"Shmem +{shmem} KiB")
             time.sleep(0.01)
-
-
-def alive(pid):
-    """True while `pid` runs (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_gone(pids, timeout=5.0):

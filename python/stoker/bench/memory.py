@@ -8,36 +8,7 @@ from __future__ import annotations
 import os
 import threading
 
-
-def _children(pid: int):
-    out = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(c) for c in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
-def tree_pids(root: int):
-    pids, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        pids.append(p)
-        todo += _children(p)
-    return pids
-
-
-def pss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+from stoker._procfs import pss_bytes, tree_pids
 
 
 def tree_pss(root: int | None = None) -> int:
