@@ -10,6 +10,7 @@ reaped synchronously, so no process outlives the program.
 from __future__ import annotations
 
 import atexit
+import os
 import sys
 import multiprocessing.connection as mp_connection
 import threading
@@ -19,6 +20,7 @@ _lock = threading.Lock()
 _pending: list = []          # [(deadline, process)]
 _wake = threading.Event()
 _thread = None
+_owner = os.getpid()  # a forked child inherits this module's state, not the thread
 
 
 def _reap(entries, block_until_done: bool):
@@ -61,9 +63,12 @@ def _run():
 def reap(processes, grace_s: float):
     """Schedules `processes` (already told to exit) to be joined, killing any
     still alive after `grace_s` seconds."""
-    global _thread
+    global _thread, _owner
     deadline = time.monotonic() + grace_s
     with _lock:
+        if _owner != os.getpid():  # forked since: start afresh in this process
+            _pending.clear()
+            _thread, _owner = None, os.getpid()
         _pending.extend((deadline, p) for p in processes if p is not None and p.pid is not None)
         if _thread is None:
             _thread = threading.Thread(target=_run, name="stoker-reaper", daemon=True)
@@ -73,6 +78,8 @@ def reap(processes, grace_s: float):
 
 @atexit.register
 def _reap_all_at_exit():
+    if _owner != os.getpid():
+        return  # a forked child: these processes are its parent's
     with _lock:
         batch = _pending[:]
         _pending.clear()
