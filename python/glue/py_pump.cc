@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "glue/errors.h"
 #include "glue/py_decode.h"
 #include "glue/registry.h"
 
@@ -10,10 +11,7 @@ namespace stoker::glue {
 
 namespace {
 
-bool PutInt64(int64_t v, std::string* out) {
-  out->append(reinterpret_cast<const char*>(&v), 8);
-  return true;
-}
+void PutInt64(int64_t v, std::string* out) { out->append(reinterpret_cast<const char*>(&v), 8); }
 }  // namespace
 
 Status PyIndexSource::Stash() {
@@ -105,8 +103,7 @@ PyObject* Pump::Next(double timeout_s) {
   }
   if (!st.ok()) {
     if (source_.RestoreError()) return nullptr;
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, ("stoker: " + st.ToString()).c_str());
-    return nullptr;
+    return PyErr_Occurred() ? nullptr : SetError(st);
   }
   switch (o.kind) {
     case Outcome::Kind::kBatch: {

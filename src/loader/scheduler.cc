@@ -66,7 +66,9 @@ Result<bool> Scheduler::Dispatch(uint64_t batch_id, TaskSpec& spec) {
   Result<uint32_t> slot = engine_->Dispatch(static_cast<uint32_t>(w), batch_id, generation_, spec.kind,
                                             spec.payload.data(), spec.payload.size(), idle);
   if (!slot.ok()) {
-    if (slot.status().IsResourceExhausted() && slot.status().message().find("hard cap") == std::string::npos) {
+    // Out of slots, ring space or memory is "busy" only while something in
+    // flight can give them back; with nothing in flight it can never succeed.
+    if (slot.status().IsResourceExhausted() && !idle) {
       if (opts_.iterable) cycle_ = (cycle_ + opts_.num_workers - 1) % opts_.num_workers;  // retry the same worker
       return false;  // busy: retry after a completion
     }

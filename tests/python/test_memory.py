@@ -117,3 +117,25 @@ def test_numpy_output_collates_like_torch_and_falls_back_for_odd_inputs():
     assert b["z"].dtype == np.float64 and b["s"] == ["0", "1", "2", "3"]
     with pytest.raises(RuntimeError, match="equal size"):
         list(stoker.DataLoader(Mixed(8), batch_size=4, num_workers=2, output="numpy"))
+
+
+class Huge(IndexDataset):
+    def __getitem__(self, i):
+        return torch.empty(70 << 20, dtype=torch.float32)  # 280 MiB, past the hard cap of 257 MiB
+
+
+def test_batches_past_the_hard_cap_fail_clearly_and_never_hang():
+    it = iter(stoker.DataLoader(Huge(3), batch_size=1, num_workers=1, max_memory=1 << 20))
+    errors = 0
+    while True:
+        try:
+            next(it)
+        except StopIteration:
+            break
+        except MemoryError as e:
+            assert "max_memory" in str(e) and "hard cap" in str(e)
+            errors += 1
+            if errors > 3:
+                break
+    assert errors >= 1
+    del it
