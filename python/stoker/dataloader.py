@@ -279,10 +279,6 @@ class _StokerIter(_BaseDataLoaderIter):
                             f"max_memory={st['max_memory']} bytes with the other batches in flight; the pool "
                             f"grew past its budget (hard cap {st['hard_cap']} bytes). Raise max_memory.")
 
-    def _after_batch(self):
-        if self._pin_memory:
-            self._pin_new_memory()
-
     def _next_local(self):
         """num_workers=0: fetch and collate in this process, into a slot."""
         index = self._next_index()  # raises StopIteration at the end
@@ -302,7 +298,6 @@ class _StokerIter(_BaseDataLoaderIter):
         data = self._local_fetch.fetch(kind, payload)
         out = _LocalPort(self._engine, self._numpy)
         publish_batch(out, 0, data, self._local_cfg)
-        self._after_batch()
         return out.result
 
     # ---- misc --------------------------------------------------------------
@@ -310,6 +305,8 @@ class _StokerIter(_BaseDataLoaderIter):
     def __next__(self):
         t0 = self._stats.now()
         data = self._next_data()
+        if self._pin_memory:  # both paths: register what the arena grew by
+            self._pin_new_memory()
         self._stats.batch(t0)
         self._num_yielded += 1
         if (self._is_iterable and self._IterableDataset_len_called is not None
