@@ -28,6 +28,7 @@ class Status {
     kClosed,            // the peer shut the channel down (a value, not a fault)
     kWorkerDied,        // a worker process exited while holding work
     kInterrupted,       // a signal arrived while waiting; the caller may retry
+    kCancelled,         // the task was taken back (e.g. to free memory); it runs again later
     kInternal,          // a broken invariant: a bug in stoker
   };
 
@@ -40,6 +41,7 @@ class Status {
   static Status WorkerDied(std::string msg) { return {Code::kWorkerDied, std::move(msg)}; }
   static Status Internal(std::string msg) { return {Code::kInternal, std::move(msg)}; }
   static Status Interrupted(std::string msg) { return {Code::kInterrupted, std::move(msg)}; }
+  static Status Cancelled(std::string msg) { return {Code::kCancelled, std::move(msg)}; }
   // An I/O error for the system call `what` that failed with `err` (an errno value).
   static Status IOError(const std::string& what, int err);
 
@@ -50,6 +52,7 @@ class Status {
   bool IsTimeout() const { return code_ == Code::kTimeout; }
   bool IsInterrupted() const { return code_ == Code::kInterrupted; }
   bool IsResourceExhausted() const { return code_ == Code::kResourceExhausted; }
+  bool IsCancelled() const { return code_ == Code::kCancelled; }
   // "IOError: mmap of 4096 bytes: Cannot allocate memory (errno 12)"
   std::string ToString() const;
 

@@ -13,9 +13,9 @@ namespace stoker::glue {
 
 void BindEngine(py::module_& m) {
   py::class_<Engine, std::shared_ptr<Engine>>(m, "Engine")
-      .def(py::init([](uint32_t workers, uint64_t max_memory, uint64_t hard_cap, uint32_t max_slots) {
-             return Check(Engine::Create(EngineOptions{workers, max_memory, hard_cap, max_slots}));
-           }), py::arg("num_workers"), py::arg("max_memory"), py::arg("hard_cap") = 0, py::arg("max_slots") = 1024)
+      .def(py::init([](uint32_t workers, uint64_t max_memory, uint32_t max_slots) {
+             return Check(Engine::Create(EngineOptions{workers, max_memory, max_slots}));
+           }), py::arg("num_workers"), py::arg("max_memory"), py::arg("max_slots") = 1024)
       .def_property_readonly("fd", [](Engine& e) { return e.arena().fd(); })
       .def_property_readonly("base_address", [](Engine& e) { return reinterpret_cast<uintptr_t>(e.arena().base()); })
       .def_property_readonly("committed_bytes", [](Engine& e) { return e.arena().committed_bytes(); })
@@ -27,7 +27,8 @@ void BindEngine(py::module_& m) {
       .def("watch", [](Engine& e, uint32_t w, int pid) { Check(e.Watch(w, pid)); })
       .def("forget", &Engine::Forget)
       .def("shutdown", &Engine::Shutdown)
-      .def("stats", [](Engine& e) { return Steal(StatsDict(e)); });
+      .def("stats", [](Engine& e, bool process_memory) { return Steal(StatsDict(e, process_memory)); },
+           py::arg("process_memory") = false);
 }
 
 }  // namespace stoker::glue

@@ -22,7 +22,7 @@ void BindWorker(py::module_& m) {
       .def("publish", [](WorkerPort& p, uint32_t slot, py::handle obj, int mode, bool numpy_mode) {
              int r = PublishBatch(p, slot, obj.ptr(), static_cast<PublishMode>(mode), numpy_mode);
              if (r < 0) throw py::error_already_set();
-             return r == 1; })
+             return r; })
       .def("publish_error", [](WorkerPort& p, uint32_t slot, py::bytes b) { PublishBytes(p, slot, SlotResult::kError, b.ptr()); })
       .def("publish_stop", [](WorkerPort& p, uint32_t slot) { PublishBytes(p, slot, SlotResult::kStopIteration, nullptr); });
   m.def("start_parent_watch", [](int ppid, int code) { Check(StartParentWatch(ppid, code)); },

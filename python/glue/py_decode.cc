@@ -376,6 +376,10 @@ PyObject* DecodeSlot(const std::shared_ptr<Engine>& engine, uint32_t slot, bool 
   return out;
 }
 
+PyObject* DecodeCopy(const uint8_t* data, uint64_t used, bool numpy_mode) {
+  return Decoder(nullptr, data, used, ~uint32_t{0}, numpy_mode, /*copy_out=*/true).Run();
+}
+
 bool InitHostBufferType(PyObject* module) {
   g_host_buffer_type.tp_name = "stoker._stoker.HostBuffer";
   g_host_buffer_type.tp_basicsize = sizeof(HostBuffer);

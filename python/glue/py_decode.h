@@ -42,6 +42,10 @@ class SlotLease {
 // nullptr with a Python error set (the slot is released in that case).
 PyObject* DecodeSlot(const std::shared_ptr<Engine>& engine, uint32_t slot, bool numpy_mode, bool copy_out);
 
+// Decodes a batch held in private memory (a batch moved out of its slot, or
+// one that had no room in the pool) into copies.  The bytes may go afterwards.
+PyObject* DecodeCopy(const uint8_t* data, uint64_t used, bool numpy_mode);
+
 // Registers the HostBuffer type; call once at module init.
 bool InitHostBufferType(PyObject* module);
 

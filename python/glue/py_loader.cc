@@ -14,40 +14,66 @@ PyObject* FillLocal(const std::shared_ptr<Engine>& e, PyObject* obj, PublishMode
   PlanResult r = mode == PublishMode::kCollate ? plan.Collate(obj) : plan.Preserve(obj);
   if (r == PlanResult::kFallback) return nullptr;
   if (r == PlanResult::kError) return nullptr;
-  auto slot = e->AcquireLocal(plan.total_bytes());
-  if (!slot.ok()) return SetError(slot.status());
+  uint32_t slot = 0;
+  Result<bool> got = e->AcquireLocal(plan.total_bytes(), &slot);
+  if (!got.ok()) return SetError(got.status());
+  if (!got.value()) {
+    // The training loop holds the whole budget: this batch stays in private
+    // memory (as torch's would), and the pool stays within max_memory.
+    std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[plan.total_bytes()]);
+    if (!buf) return PyErr_NoMemory();
+    plan.WriteTo(buf.get());
+    e->CountCopyOut();
+    return DecodeCopy(buf.get(), plan.total_bytes(), numpy_mode);
+  }
   uint64_t cap = 0;
-  uint8_t* region = e->LocalRegion(slot.value(), &cap);
+  uint8_t* region = e->LocalRegion(slot, &cap);
   plan.WriteTo(region);
-  e->CompleteLocal(slot.value(), plan.total_bytes());
-  const bool copy_out = e->ShouldCopyOut(slot.value());
-  return DecodeSlot(e, slot.value(), numpy_mode, copy_out);
+  e->CompleteLocal(slot, plan.total_bytes());
+  const bool copy_out = e->ShouldCopyOut(slot);
+  return DecodeSlot(e, slot, numpy_mode, copy_out);
 }
 
-PyObject* StatsDict(Engine& e) {
-  EngineStats s = e.Stats();
+namespace {
+PyObject* MemoryDict(const ProcessMemory& m) {
+  return Py_BuildValue("{s:K,s:K,s:K,s:K}", "rss", (unsigned long long)m.rss, "pss", (unsigned long long)m.pss, "uss",
+                       (unsigned long long)m.uss, "pss_shmem", (unsigned long long)m.pss_shmem);
+}
+}  // namespace
+
+PyObject* StatsDict(Engine& e, bool process_memory) {
+  EngineStats s = e.Stats(process_memory);
+  using ull = unsigned long long;
   PyObject* workers = PyList_New(0);
+  if (!workers) return nullptr;
   for (const WorkerStats& w : s.workers) {
     static const char* kStates[] = {"starting", "idle", "busy", "exited"};
     const char* state = static_cast<uint32_t>(w.state) < 4 ? kStates[static_cast<uint32_t>(w.state)] : "?";
-    PyObject* d = Py_BuildValue("{s:i,s:s,s:K,s:d,s:K}", "pid", w.pid, "state", state, "batches",
-                                static_cast<unsigned long long>(w.batches), "busy_s", w.busy_ns / 1e9,
-                                "queued", static_cast<unsigned long long>(w.queued));
-    PyList_Append(workers, d);
+    PyObject* d = Py_BuildValue("{s:i,s:s,s:K,s:d,s:d,s:K,s:K,s:K,s:K}", "pid", w.pid, "state", state, "batches",
+                                (ull)w.batches, "busy_s", w.busy_ns / 1e9, "busy_fraction", w.busy_fraction,
+                                "queued", (ull)w.queued, "rss", (ull)w.memory.rss, "pss", (ull)w.memory.pss, "uss",
+                                (ull)w.memory.uss);
+    if (!d || PyList_Append(workers, d) != 0) {
+      Py_XDECREF(d);
+      Py_DECREF(workers);
+      return nullptr;
+    }
     Py_DECREF(d);
   }
   PyObject* slots = Py_BuildValue("{s:I,s:I,s:I,s:I,s:I,s:I}", "total", s.slots_total, "free", s.slots_free,
                                   "queued", s.slots_queued, "filling", s.slots_filling, "ready", s.slots_ready,
                                   "held", s.slots_held);
-  PyObject* d = Py_BuildValue(
-      "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:N}", "max_memory", (unsigned long long)s.max_memory,
-      "hard_cap", (unsigned long long)s.hard_cap, "committed_bytes", (unsigned long long)s.committed_bytes,
-      "resident_bytes", (unsigned long long)s.resident_bytes, "in_use_bytes", (unsigned long long)s.in_use_bytes,
-      "held_bytes", (unsigned long long)s.held_bytes, "expected_batch_bytes",
-      (unsigned long long)s.expected_batch_bytes, "slots", slots, "over_budget_events",
-      (unsigned long long)s.over_budget_events, "need_space_events", (unsigned long long)s.need_space_events,
-      "copy_outs", (unsigned long long)s.copy_outs, "workers", workers);
-  return d;
+  PyObject* bytes = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "free", (ull)s.free_bytes, "queued", (ull)s.queued_bytes,
+                                  "filling", (ull)s.filling_bytes, "ready", (ull)s.ready_bytes, "held",
+                                  (ull)s.held_bytes);
+  return Py_BuildValue(
+      "{s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N}", "max_memory", (ull)s.max_memory,
+      "budget_bytes", (ull)s.budget_bytes, "arena_bytes", (ull)s.arena_resident_bytes, "resident_bytes",
+      (ull)s.resident_bytes, "in_use_bytes", (ull)s.in_use_bytes, "expected_batch_bytes", (ull)s.expected_batch_bytes,
+      "slots", slots, "slot_bytes", bytes, "need_space_events", (ull)s.need_space_events, "cancelled",
+      (ull)s.cancelled, "spills", (ull)s.spills, "copy_outs", (ull)s.copy_outs, "delivered_batches",
+      (ull)s.delivered_batches, "delivered_bytes", (ull)s.delivered_bytes, "main", MemoryDict(s.main), "workers",
+      workers);
 }
 
 PyObject* NextTask(WorkerPort& port) {
@@ -105,6 +131,10 @@ int PublishBatch(WorkerPort& port, uint32_t slot, PyObject* obj, PublishMode mod
   Py_BEGIN_ALLOW_THREADS
   region = port.Reserve(slot, need);
   Py_END_ALLOW_THREADS
+  if (region.status().IsCancelled()) {
+    port.Publish(slot, SlotResult::kCancelled, 0);
+    return 2;
+  }
   if (!region.ok()) {
     SetError(region.status());
     return -1;

@@ -21,9 +21,11 @@ enum class PublishMode { kCollate = 0, kPreserve = 1 };
 
 // Collates (or preserves) `obj` into a fresh slot of an in-process engine and
 // decodes it.  Returns nullptr without an error set when the caller must fall
-// back to Python's default_collate (collate mode only).
+// back to Python's default_collate (collate mode only).  When the training
+// loop holds the whole budget the batch is built in private memory instead.
 PyObject* FillLocal(const std::shared_ptr<Engine>& e, PyObject* obj, PublishMode mode, bool numpy_mode);
-PyObject* StatsDict(Engine& e);
+// Engine::Stats as a dict (see docs/memory.md for the keys).
+PyObject* StatsDict(Engine& e, bool process_memory);
 
 // WorkerPort (worker process) -----------------------------------------------
 
@@ -31,8 +33,10 @@ PyObject* StatsDict(Engine& e);
 // once the loader is shut down.  Waits with the GIL released.
 PyObject* NextTask(WorkerPort& port);
 // Plans and writes `obj` into the slot and publishes it.  Returns 1 when
-// published, 0 when collate mode needs a Python fallback, -1 on a Python
-// error.  May wait (GIL released) for the main process to enlarge the region.
+// published, 2 when the main process had no room and took the task back
+// (published as cancelled; it comes again), 0 when collate mode needs a
+// Python fallback, -1 on a Python error.  May wait (GIL released) for the
+// main process to answer a request for a bigger region.
 int PublishBatch(WorkerPort& port, uint32_t slot, PyObject* obj, PublishMode mode, bool numpy_mode);
 // Publishes an error report (bytes), truncated to the region if needed.
 void PublishBytes(WorkerPort& port, uint32_t slot, SlotResult result, PyObject* bytes);

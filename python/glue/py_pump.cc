@@ -84,6 +84,8 @@ Pump::Pump(std::shared_ptr<Engine> engine, const SchedulerOptions& o, bool auto_
     : engine_(engine), source_(o.iterable, auto_collation), sched_(engine, o), numpy_(numpy_mode) {
   sched_.SetBlockingHooks([this] { saved_ = PyEval_SaveThread(); },
                           [this] { PyEval_RestoreThread(saved_); });
+  // Batches the training loop dropped may only be waiting for the cyclic GC.
+  sched_.SetReclaimHook([] { (void)PyGC_Collect(); });
 }
 
 void Pump::Reset(PyObject* sampler_iter, bool resume_workers) {
@@ -107,25 +109,30 @@ PyObject* Pump::Next(double timeout_s) {
   }
   switch (o.kind) {
     case Outcome::Kind::kBatch: {
-      const bool copy = engine_->ShouldCopyOut(o.slot);
-      PyObject* batch = DecodeSlot(engine_, o.slot, numpy_, copy);
+      bool copy = false;
+      PyObject* batch;
+      if (o.spilled) {
+        batch = DecodeCopy(reinterpret_cast<const uint8_t*>(o.spilled->data()), o.spilled->size(), numpy_);
+      } else {
+        copy = engine_->ShouldCopyOut(o.slot);
+        batch = DecodeSlot(engine_, o.slot, numpy_, copy);
+      }
       source_.Drop(o.token);
       if (!batch) return nullptr;
-      int flags = copy ? 1 : 0;
-      const uint64_t over = engine_->over_budget_events();
-      if (over != over_budget_seen_) {
-        over_budget_seen_ = over;
-        flags |= 2;
-      }
-      if (!flags) return Py_BuildValue("(iN)", 0, batch);
-      return Py_BuildValue("(i(Ni))", 5, batch, flags);
+      if (!copy) return Py_BuildValue("(iN)", 0, batch);
+      return Py_BuildValue("(i(Ni))", 5, batch, 1);
     }
     case Outcome::Kind::kError: {
-      uint64_t used = 0, cap = 0;
-      const uint8_t* p = engine_->SlotRegion(o.slot, &used, &cap);
-      PyObject* report = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(p),
-                                                   static_cast<Py_ssize_t>(std::min(used, cap)));
-      engine_->Release(o.slot);
+      PyObject* report;
+      if (o.spilled) {
+        report = PyBytes_FromStringAndSize(o.spilled->data(), static_cast<Py_ssize_t>(o.spilled->size()));
+      } else {
+        uint64_t used = 0, cap = 0;
+        const uint8_t* p = engine_->SlotRegion(o.slot, &used, &cap);
+        report = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(p),
+                                           static_cast<Py_ssize_t>(std::min(used, cap)));
+        engine_->Release(o.slot);
+      }
       PyObject* index = o.token ? reinterpret_cast<PyObject*>(o.token) : Py_NewRef(Py_None);
       if (!report) {
         Py_DECREF(index);

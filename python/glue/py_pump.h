@@ -9,7 +9,7 @@
 //   (3, None)                       end of epoch
 //   (4, None)                       timeout
 //   (5, (batch, flags))             a batch, with warnings to emit
-//                                   (flags: 1 copied out, 2 pool over budget)
+//                                   (flags: 1 copied out of the pool)
 // REQUIRES: the GIL; it is released while waiting.
 #ifndef STOKER_PY_PUMP_H_
 #define STOKER_PY_PUMP_H_
@@ -60,7 +60,6 @@ class Pump {
   PyIndexSource source_;
   Scheduler sched_;
   bool numpy_;
-  uint64_t over_budget_seen_ = 0;
   PyThreadState* saved_ = nullptr;
 };
 

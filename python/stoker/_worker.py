@@ -88,10 +88,16 @@ class _Fetcher:
         self.cfg = cfg
         self.dataset_iter = iter(cfg.dataset) if cfg.is_iterable else None
         self.ended = False
+        # An iterable dataset's items whose batch had no room in the pool: the
+        # task comes back, and these items go into it (none is read twice or lost).
+        self.stash = None
 
     def fetch(self, kind: int, payload):
         cfg = self.cfg
         if cfg.is_iterable:
+            if self.stash is not None:
+                data, self.stash = self.stash, None
+                return data
             if self.ended:
                 raise StopIteration
             if kind == N.TASK_ITER_BATCH:
@@ -130,14 +136,20 @@ def _default_convert_py(data, numpy_mode):
     return default_convert(data)
 
 
-def publish_batch(port, slot: int, data, cfg: WorkerConfig):
-    """Collates `data` (the fetched samples) into `slot` and publishes it."""
+def publish_batch(port, slot: int, data, cfg: WorkerConfig) -> bool:
+    """Collates `data` (the fetched samples) into `slot` and publishes it.
+
+    Returns False when the main process had no room for it and took the task
+    back (it will be sent again)."""
     if cfg.collate_fn is not None:
-        port.publish(slot, cfg.collate_fn(data), N.MODE_PRESERVE, cfg.numpy_mode)
+        r = port.publish(slot, cfg.collate_fn(data), N.MODE_PRESERVE, cfg.numpy_mode)
     elif cfg.convert:
-        port.publish(slot, _default_convert_py(data, cfg.numpy_mode), N.MODE_PRESERVE, cfg.numpy_mode)
-    elif not port.publish(slot, data, N.MODE_COLLATE, cfg.numpy_mode):
-        port.publish(slot, _default_collate_py(data, cfg.numpy_mode), N.MODE_PRESERVE, cfg.numpy_mode)
+        r = port.publish(slot, _default_convert_py(data, cfg.numpy_mode), N.MODE_PRESERVE, cfg.numpy_mode)
+    else:
+        r = port.publish(slot, data, N.MODE_COLLATE, cfg.numpy_mode)
+        if r == 0:
+            r = port.publish(slot, _default_collate_py(data, cfg.numpy_mode), N.MODE_PRESERVE, cfg.numpy_mode)
+    return r != 2
 
 
 def _task_description(batch_id, kind, payload) -> str:
@@ -203,7 +215,10 @@ def worker_main(cfg: WorkerConfig):
                 port.publish_stop(slot)
                 continue
             try:
-                publish_batch(port, slot, fetcher.fetch(kind, payload), cfg)
+                data = fetcher.fetch(kind, payload)
+                if not publish_batch(port, slot, data, cfg) and cfg.is_iterable:
+                    fetcher.stash = data
+                data = None
             except Exception as e:
                 if isinstance(e, StopIteration) and cfg.is_iterable:
                     iteration_end = True

@@ -45,10 +45,11 @@ class DataLoader(torch.utils.data.DataLoader):
     Every argument of torch's DataLoader is accepted with torch's meaning and
     default.  Extra keyword-only arguments:
 
-    max_memory: bytes of shared memory the loader may use for batches in
-        flight (default 1 GiB).  A batch larger than what is free still loads
-        (the pool grows up to a hard cap of max(2 x max_memory,
-        max_memory + 256 MiB)) with a one-time warning.
+    max_memory: bytes of shared memory the loader may use, all of it
+        (default 1 GiB, or a quarter of the machine's or container's memory
+        if that is less).  A hard bound: the slot pool never holds more.  A
+        batch larger than the budget is an error naming its indices; batches
+        the training loop keeps past the budget are copied out of the pool.
     output: "torch" (default) for torch tensors, "numpy" for numpy arrays.
     max_worker_restarts: how many times, per iterator, a worker that dies is
         replaced (default 0: raise stoker.WorkerCrashed).  The batches it held
@@ -125,7 +126,7 @@ class _StokerIter(_BaseDataLoaderIter):
             self._wcollate = None if _is_default(user_collate, "default_convert") else loader.collate_fn
             self._convert = self._wcollate is None
         self._max_memory = loader.max_memory
-        self._engine = N.Engine(nw, loader.max_memory, 0, max(256, 4 * self._prefetch + 64))
+        self._engine = N.Engine(nw, loader.max_memory, max(256, 4 * self._prefetch + 64))
         self._shutdown = False
         if nw:
             self._pump = N.lib.Pump(self._engine, nw, self._prefetch, self._in_order, self._is_iterable,
@@ -273,11 +274,6 @@ class _StokerIter(_BaseDataLoaderIter):
             self._warn_once("copy", "stoker: the training loop holds so many batches that the slot pool "
                             f"(max_memory={self._max_memory} bytes) would run out; further batches are copied "
                             "out of shared memory. Drop references to old batches or raise max_memory.")
-        if flags & 2:
-            st = self._engine.stats()
-            self._warn_once("over", f"stoker: a batch of {st['expected_batch_bytes']} bytes did not fit in "
-                            f"max_memory={st['max_memory']} bytes with the other batches in flight; the pool "
-                            f"grew past its budget (hard cap {st['hard_cap']} bytes). Raise max_memory.")
 
     def _next_local(self):
         """num_workers=0: fetch and collate in this process, into a slot."""
@@ -297,7 +293,11 @@ class _StokerIter(_BaseDataLoaderIter):
             kind, payload = N.TASK_INDICES, index
         data = self._local_fetch.fetch(kind, payload)
         out = _LocalPort(self._engine, self._numpy)
-        publish_batch(out, 0, data, self._local_cfg)
+        try:
+            publish_batch(out, 0, data, self._local_cfg)
+        except MemoryError as e:
+            where = f"batch {self._num_yielded}" + ("" if self._is_iterable else f" (indices {short_repr(index, 120)})")
+            raise MemoryError(f"{e} (while loading {where})") from None
         return out.result
 
     # ---- misc --------------------------------------------------------------
@@ -357,9 +357,9 @@ class _LocalPort:
     def publish(self, _slot, obj, mode, numpy_mode):
         out = self._engine.fill_local(obj, mode, numpy_mode)
         if out is None:
-            return False
+            return 0
         self.result = out
-        return True
+        return 1
 
 
 class _Throughput:

@@ -16,6 +16,7 @@ std::string Status::ToString() const {
     case Code::kInvalidArgument: name = "InvalidArgument"; break;
     case Code::kIOError: name = "IOError"; break;
     case Code::kResourceExhausted: name = "ResourceExhausted"; break;
+    case Code::kCancelled: name = "Cancelled"; break;
     case Code::kTimeout: name = "Timeout"; break;
     case Code::kClosed: name = "Closed"; break;
     case Code::kWorkerDied: name = "WorkerDied"; break;

@@ -5,47 +5,43 @@
 #include <algorithm>
 #include <cstring>
 
+#include "proc/proc_memory.h"
 #include "sync/doorbell.h"
 #include "sync/spsc_ring.h"
 
 namespace stoker {
 
-namespace {
-uint64_t DefaultHardCap(uint64_t max_memory) {
-  return std::max(2 * max_memory, max_memory + (uint64_t{256} << 20));
-}
-}  // namespace
-
-Result<std::shared_ptr<Engine>> Engine::Create(const EngineOptions& o_in) {
-  EngineOptions o = o_in;
-  if (o.max_memory < 2 * kMinRegion)
-    return Status::InvalidArgument("max_memory must be at least " + std::to_string(2 * kMinRegion) +
-                                   " bytes, got " + std::to_string(o.max_memory));
-  if (o.hard_cap == 0) o.hard_cap = DefaultHardCap(o.max_memory);
-  if (o.hard_cap < o.max_memory)
-    return Status::InvalidArgument("the hard cap (" + std::to_string(o.hard_cap) +
-                                   " bytes) must not be below max_memory (" +
-                                   std::to_string(o.max_memory) + " bytes)");
+Result<std::shared_ptr<Engine>> Engine::Create(const EngineOptions& o) {
+  if (Result<uint64_t> limit = MemoryLimitBytes(); limit.ok() && o.max_memory > limit.value())
+    return Status::InvalidArgument("max_memory=" + std::to_string(o.max_memory) +
+                                   " bytes is more than this machine can hold: its memory (MemTotal, or the "
+                                   "memory limit of this process's cgroup) is " + std::to_string(limit.value()) +
+                                   " bytes; lower max_memory");
   ArenaGeometry g;
   g.num_workers = o.num_workers;
   g.max_slots = o.max_slots;
-  // Control area plus the region heap; computed again inside Create.
-  const uint64_t control = AlignUp(sizeof(ControlBlock), 4096) +
-                           AlignUp(uint64_t{o.num_workers} * sizeof(WorkerBlock), 4096) +
-                           AlignUp(uint64_t{o.max_slots} * sizeof(SlotHeader), 4096) + 4096;
-  g.reserve_bytes = control + AlignUp(o.hard_cap, 4096);
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Arena> arena, Arena::Create(g));
-  return std::shared_ptr<Engine>(new Engine(o, std::move(arena)));
+  g.max_memory = o.max_memory;          // control area included
+  g.reserve_bytes = 2 * o.max_memory;   // address space only: room against fragmentation
+  Result<std::shared_ptr<Arena>> arena = Arena::Create(g);
+  if (!arena.ok()) {
+    if (arena.status().code() != Status::Code::kInvalidArgument) return arena.status();
+    return Status::InvalidArgument("max_memory=" + std::to_string(o.max_memory) + " bytes: " +
+                                   arena.status().message() + "; raise max_memory");
+  }
+  return std::shared_ptr<Engine>(new Engine(o, std::move(arena).value()));
 }
 
 Engine::Engine(const EngineOptions& o, std::shared_ptr<Arena> a)
     : opts_(o),
       arena_(std::move(a)),
-      alloc_(arena_->control()->data_offset, arena_->reserve_bytes(), o.max_memory),
+      alloc_(arena_->control()->data_offset, arena_->reserve_bytes(),
+             arena_->control()->max_memory - arena_->control()->data_offset),
       slots_(o.max_slots),
       owner_(getpid()) {
   free_.reserve(o.max_slots);
   for (uint32_t i = o.max_slots; i > 0; --i) free_.push_back(i - 1);
+  watch_ns_.assign(o.num_workers, 0);
+  busy_base_ns_.assign(o.num_workers, 0);
   supervisor_ = std::make_unique<Supervisor>(
       [this](uint32_t id, const ExitInfo& info) { OnWorkerExit(id, info); });
 }
@@ -58,60 +54,66 @@ Engine::~Engine() {
   supervisor_.reset();
 }
 
-Status Engine::SizeRegion(uint32_t slot, uint64_t bytes, bool allow_over_budget) {
+Status Engine::TooBig(uint64_t bytes) const {
+  return Status::ResourceExhausted(
+      "a batch needs " + std::to_string(bytes) + " bytes of shared memory, more than max_memory=" +
+      std::to_string(opts_.max_memory) + " allows (" + std::to_string(budget()) +
+      " bytes for batches after the loader's control area); raise max_memory or lower batch_size");
+}
+
+Result<bool> Engine::SizeRegion(uint32_t slot, uint64_t bytes) {
   LocalSlot& s = slots_[slot];
-  if (s.capacity >= bytes) return Status::OK();
+  if (s.capacity >= bytes) return true;
+  if (AlignUp(std::max(bytes, kMinRegion), 4096) > budget()) return TooBig(bytes);
   bytes = AlignUp(std::max(bytes, kMinRegion), 4096);
-  if (bytes > opts_.hard_cap)
-    return Status::ResourceExhausted(
-        "a batch needs " + std::to_string(bytes) + " bytes, more than the slot arena's hard cap of " +
-        std::to_string(opts_.hard_cap) + " bytes; raise max_memory (now " +
-        std::to_string(opts_.max_memory) + ")");
   if (s.capacity) {
     alloc_.Free(s.offset, s.capacity);
     s.capacity = 0;
   }
-  auto off = alloc_.Allocate(bytes, false);
+  auto off = alloc_.Allocate(bytes);
   // Take regions back from idle free slots, coldest (bottom of the stack) first.
   for (size_t i = 0; !off && i < free_.size(); ++i) {
     LocalSlot& idle = slots_[free_[i]];
     if (idle.capacity == 0) continue;
     alloc_.Free(idle.offset, idle.capacity);
     idle.capacity = 0;
-    off = alloc_.Allocate(bytes, false);
+    off = alloc_.Allocate(bytes);
   }
   if (!off && alloc_.warm_free() > 0) {
     for (auto [o, len] : alloc_.DiscardFree()) (void)arena_->Discard(o, len);
-    off = alloc_.Allocate(bytes, false);
+    off = alloc_.Allocate(bytes);
   }
-  if (!off && allow_over_budget) {
-    off = alloc_.Allocate(bytes, true);
-    if (off) ++over_budget_events_;
+  if (!off) return false;  // busy: what is in flight or held must come back first
+  Status backed = arena_->Grow(alloc_.top());
+  if (backed.ok()) backed = arena_->Populate(*off, bytes);
+  if (!backed.ok()) {
+    alloc_.Free(*off, bytes);
+    return backed;
   }
-  if (!off)
-    return Status::ResourceExhausted("no " + std::to_string(bytes) + "-byte region free within max_memory=" +
-                                     std::to_string(opts_.max_memory));
-  STOKER_RETURN_IF_ERROR(arena_->Grow(alloc_.top()));
   s.offset = *off;
   s.capacity = bytes;
-  return Status::OK();
+  return true;
 }
 
-Result<uint32_t> Engine::Dispatch(uint32_t worker, uint64_t batch_id, uint64_t generation,
-                                  TaskKind kind, const void* payload, uint64_t payload_bytes,
-                                  bool allow_over_budget) {
+uint64_t Engine::RegionFor(uint64_t payload_bytes) const {
+  uint64_t want = std::max(payload_bytes, expected_);
+  if (variable_sizes_) want += want / 4;
+  // Headroom never makes a batch that fits the budget not fit.
+  return std::max(std::max(payload_bytes, expected_), std::min(want, budget()));
+}
+
+Result<bool> Engine::Dispatch(uint32_t worker, uint64_t batch_id, uint64_t generation, TaskKind kind,
+                              const void* payload, uint64_t payload_bytes, uint32_t* slot_out) {
   if (worker >= opts_.num_workers) return Status::InvalidArgument("no worker " + std::to_string(worker));
   WorkerBlock* wb = arena_->worker(worker);
   SpscRing ring(&wb->tasks);
-  if (ring.Full()) return Status::ResourceExhausted("worker " + std::to_string(worker) + "'s task ring is full");
+  if (ring.Full()) return false;
   std::lock_guard<std::mutex> g(mu_);
   if (shutdown_) return Status::Closed("the loader is shut down");
-  if (free_.empty()) return Status::ResourceExhausted("all " + std::to_string(opts_.max_slots) + " slots are in use");
+  if (free_.empty()) return false;
   const uint32_t slot = free_.back();
-  uint64_t want = std::max(payload_bytes, expected_);
-  if (variable_sizes_) want += want / 4;
-  Status st = SizeRegion(slot, want, allow_over_budget);
-  if (!st.ok()) return st;
+  STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, RegionFor(payload_bytes)));
+  if (!sized) return false;
   free_.pop_back();
   LocalSlot& s = slots_[slot];
   s.state = SlotState::kDispatched;
@@ -130,7 +132,8 @@ Result<uint32_t> Engine::Dispatch(uint32_t worker, uint64_t batch_id, uint64_t g
   h->state.store(static_cast<uint32_t>(SlotState::kDispatched), std::memory_order_release);
   ring.TryPush(MakeTaskEntry(TaskMsg::kFill, slot));  // cannot fail: checked Full above
   Doorbell(&wb->task_bell).Ring();
-  return slot;
+  *slot_out = slot;
+  return true;
 }
 
 Status Engine::SendResume(uint32_t worker, uint64_t generation) {
@@ -150,17 +153,25 @@ void Engine::HandleNeedSpace(uint32_t slot) {
   {
     std::lock_guard<std::mutex> g(mu_);
     ++need_space_events_;
-    if (expected_ != 0 && needed != expected_) variable_sizes_ = true;
-    expected_ = std::max(expected_, needed);
-    // Answering is what keeps the in-order batch moving, so it may go over
-    // budget (counted, and warned about by the caller).
-    Status st = SizeRegion(slot, needed, /*allow_over_budget=*/true);
+    Result<bool> sized = SizeRegion(slot, needed);
+    if (sized.ok() && AlignUp(needed, 4096) <= budget()) {
+      // Learn the size (even when it cannot be had now) so the next dispatch
+      // sizes its region right and needs no second round trip.
+      if (expected_ != 0 && needed != expected_) variable_sizes_ = true;
+      expected_ = std::max(expected_, needed);
+    }
     LocalSlot& s = slots_[slot];
     h->region_offset = s.offset;
     h->region_capacity = s.capacity;
-    // On failure the region stays as it is (>= kMinRegion) and the worker
-    // reports the error there: needed_bytes = 0 tells it so.
-    if (!st.ok()) h->needed_bytes = 0;
+    if (!sized.ok()) {
+      h->needed_bytes = kSpaceNever;  // the worker reports it in its current region
+    } else if (!sized.value()) {
+      // No room now.  Nobody waits on memory while holding work: the worker
+      // hands the task back untouched and it is dispatched again, sized
+      // right, once batches come back (Scheduler).
+      h->needed_bytes = kSpaceRetry;
+      ++cancelled_;
+    }
   }
   h->state.store(static_cast<uint32_t>(SlotState::kFilling), std::memory_order_release);
   Doorbell(&h->bell).Ring();
@@ -244,6 +255,16 @@ void Engine::MarkHeld(uint32_t slot) {
   if (s.state != SlotState::kReady) return;
   s.state = SlotState::kHeld;
   held_bytes_ += s.capacity;
+  ++delivered_batches_;
+  delivered_bytes_ += arena_->slot(slot)->used_bytes;
+}
+
+void Engine::Evict(uint32_t slot) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    ++spills_;
+  }
+  Release(slot);
 }
 
 void Engine::Release(uint32_t slot) {
@@ -260,17 +281,21 @@ bool Engine::ShouldCopyOut(uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
   const uint64_t reserve = std::max<uint64_t>(expected_, kMinRegion) * std::max<uint32_t>(1, opts_.num_workers);
   const uint64_t cap = slots_[slot].capacity;
-  const bool out = held_bytes_ + cap + reserve > opts_.max_memory ||
+  const bool out = held_bytes_ + cap + reserve > budget() ||
                    free_.size() < std::max<uint32_t>(2, opts_.num_workers);
   if (out) ++copy_outs_;
   return out;
 }
 
-Result<uint32_t> Engine::AcquireLocal(uint64_t bytes) {
+Result<bool> Engine::AcquireLocal(uint64_t bytes, uint32_t* slot_out) {
   std::lock_guard<std::mutex> g(mu_);
-  if (free_.empty()) return Status::ResourceExhausted("all " + std::to_string(opts_.max_slots) + " slots are in use");
+  if (free_.empty()) return false;
   const uint32_t slot = free_.back();
-  STOKER_RETURN_IF_ERROR(SizeRegion(slot, std::max(bytes, expected_), /*allow_over_budget=*/true));
+  STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, std::max(bytes, RegionFor(0))));
+  if (!sized && bytes < RegionFor(0)) {
+    STOKER_ASSIGN_OR_RETURN(sized, SizeRegion(slot, bytes));
+  }
+  if (!sized) return false;
   free_.pop_back();
   slots_[slot].state = SlotState::kFilling;
   SlotHeader* h = arena_->slot(slot);
@@ -278,7 +303,8 @@ Result<uint32_t> Engine::AcquireLocal(uint64_t bytes) {
   h->region_capacity = slots_[slot].capacity;
   h->result = static_cast<uint32_t>(SlotResult::kOk);
   h->state.store(static_cast<uint32_t>(SlotState::kFilling), std::memory_order_relaxed);
-  return slot;
+  *slot_out = slot;
+  return true;
 }
 
 uint8_t* Engine::LocalRegion(uint32_t slot, uint64_t* capacity) {
@@ -338,7 +364,13 @@ Status Engine::ReclaimWorker(uint32_t worker, std::vector<Completion>* done) {
 
 Status Engine::Watch(uint32_t worker, pid_t pid) {
   if (worker >= opts_.num_workers) return Status::InvalidArgument("no worker " + std::to_string(worker));
-  arena_->worker(worker)->pid.store(pid, std::memory_order_release);
+  WorkerBlock* wb = arena_->worker(worker);
+  wb->pid.store(pid, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    watch_ns_[worker] = MonotonicNanos();
+    busy_base_ns_[worker] = wb->busy_ns.load(std::memory_order_relaxed);
+  }
   return supervisor_->Watch(worker, pid);
 }
 
@@ -376,36 +408,63 @@ void Engine::Shutdown() {
   }
 }
 
-EngineStats Engine::Stats() {
-  EngineStats st {};
-  std::lock_guard<std::mutex> g(mu_);
-  st.max_memory = opts_.max_memory;
-  st.hard_cap = opts_.hard_cap;
-  st.committed_bytes = arena_->committed_bytes();
-  st.resident_bytes = alloc_.resident();
-  st.in_use_bytes = alloc_.in_use();
-  st.held_bytes = held_bytes_;
-  st.expected_batch_bytes = expected_;
-  st.slots_total = opts_.max_slots;
-  for (uint32_t i = 0; i < opts_.max_slots; ++i) {
-    switch (slots_[i].state) {
-      case SlotState::kFree: ++st.slots_free; break;
-      case SlotState::kReady: ++st.slots_ready; break;
-      case SlotState::kHeld: ++st.slots_held; break;
-      default: {
-        auto shared = static_cast<SlotState>(arena_->slot(i)->state.load(std::memory_order_acquire));
-        if (shared == SlotState::kDispatched) ++st.slots_queued; else ++st.slots_filling;
+EngineStats Engine::Stats(bool process_memory) {
+  EngineStats st{};
+  std::vector<pid_t> pids;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    st.max_memory = opts_.max_memory;
+    st.budget_bytes = budget();
+    st.committed_bytes = arena_->committed_bytes();
+    st.arena_resident_bytes = arena_->ResidentBytes();
+    st.resident_bytes = alloc_.resident();
+    st.in_use_bytes = alloc_.in_use();
+    st.free_bytes = alloc_.resident() - alloc_.in_use();
+    st.expected_batch_bytes = expected_;
+    st.slots_total = opts_.max_slots;
+    for (uint32_t i = 0; i < opts_.max_slots; ++i) {
+      const uint64_t cap = slots_[i].capacity;
+      switch (slots_[i].state) {
+        case SlotState::kFree: ++st.slots_free; st.free_bytes += cap; break;
+        case SlotState::kReady: ++st.slots_ready; st.ready_bytes += cap; break;
+        case SlotState::kHeld: ++st.slots_held; st.held_bytes += cap; break;
+        default: {
+          auto shared = static_cast<SlotState>(arena_->slot(i)->state.load(std::memory_order_acquire));
+          if (shared == SlotState::kDispatched) {
+            ++st.slots_queued;
+            st.queued_bytes += cap;
+          } else {
+            ++st.slots_filling;
+            st.filling_bytes += cap;
+          }
+        }
       }
     }
+    st.need_space_events = need_space_events_;
+    st.cancelled = cancelled_;
+    st.spills = spills_;
+    st.copy_outs = copy_outs_;
+    st.delivered_batches = delivered_batches_;
+    st.delivered_bytes = delivered_bytes_;
+    const int64_t now = MonotonicNanos();
+    for (uint32_t w = 0; w < opts_.num_workers; ++w) {
+      WorkerBlock* wb = arena_->worker(w);
+      WorkerStats ws{};
+      ws.pid = wb->pid.load();
+      ws.state = static_cast<WorkerState>(wb->state.load());
+      ws.batches = wb->batches.load();
+      ws.busy_ns = wb->busy_ns.load();
+      ws.queued = SpscRing(&wb->tasks).Size();
+      const int64_t alive = watch_ns_[w] ? now - watch_ns_[w] : 0;
+      ws.busy_fraction = alive > 0 ? std::min(1.0, double(ws.busy_ns - busy_base_ns_[w]) / double(alive)) : 0.0;
+      st.workers.push_back(ws);
+    }
   }
-  st.over_budget_events = over_budget_events_;
-  st.need_space_events = need_space_events_;
-  st.copy_outs = copy_outs_;
-  for (uint32_t w = 0; w < opts_.num_workers; ++w) {
-    WorkerBlock* wb = arena_->worker(w);
-    st.workers.push_back(WorkerStats{wb->pid.load(), static_cast<WorkerState>(wb->state.load()),
-                                     wb->batches.load(), wb->busy_ns.load(),
-                                     SpscRing(&wb->tasks).Size()});
+  if (process_memory) {  // outside the lock: /proc reads take a while
+    if (auto m = ReadProcessMemory(getpid()); m.ok()) st.main = m.value();
+    for (WorkerStats& w : st.workers)
+      if (w.pid > 0 && w.state != WorkerState::kExited)
+        if (auto m = ReadProcessMemory(w.pid); m.ok()) w.memory = m.value();
   }
   return st;
 }

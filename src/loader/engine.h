@@ -3,13 +3,15 @@
 // workers, collects completed slots, answers workers that need a bigger
 // region, and takes slots back when the training loop drops a batch.
 //
-// Memory policy (docs/design/slot_pool.md): every slot owns at most one
-// region.  Regions are sized from the largest batch seen so far; a worker
-// whose batch does not fit asks for more (kNeedSpace) and the engine answers
-// while it waits for completions.  Resident region bytes stay within
-// max_memory; only when the alternative is a deadlock (a batch bigger than
-// what can ever be freed) does a region go past it, up to the hard cap, and
-// the event is counted so the caller can warn once.
+// Memory policy (docs/design/slot_pool.md): max_memory is a hard bound on
+// the arena file, control area included.  Every slot owns at most one
+// region, sized from the largest batch seen so far.  A worker whose batch
+// does not fit asks for more (kNeedSpace); the engine answers while it waits
+// for completions: with a bigger region, with "never" (the batch exceeds the
+// whole budget: the worker reports a clear error), or with "retry" (no room
+// now: the worker hands the task back untouched and the scheduler sends it
+// again later, sized right).  No process ever waits on memory while holding
+// some, so a full pool cannot deadlock.
 //
 // Thread safety: Dispatch, Wait, SendResume and Shutdown are called from one
 // thread (the thread iterating the loader).  Release, MarkHeld, Stats and
@@ -27,6 +29,7 @@
 #include <mutex>
 #include <vector>
 
+#include "proc/proc_memory.h"
 #include "proc/supervisor.h"
 #include "shm/arena.h"
 #include "shm/region_allocator.h"
@@ -36,8 +39,9 @@ namespace stoker {
 
 struct EngineOptions {
   uint32_t num_workers = 0;
-  uint64_t max_memory = uint64_t{1} << 30;  // budget for slot regions, bytes
-  uint64_t hard_cap = 0;    // most region bytes ever; 0: max(2 * max_memory, max_memory + 256 MiB)
+  // Every byte of shared memory the loader may use: the arena file (control
+  // area and batch regions) never grows past it.
+  uint64_t max_memory = uint64_t{1} << 30;
   uint32_t max_slots = 1024;
 };
 
@@ -56,19 +60,34 @@ struct WorkerStats {
   int pid;
   WorkerState state;
   uint64_t batches;
-  uint64_t busy_ns;
-  uint64_t queued;  // tasks in its ring
+  uint64_t busy_ns;       // producing batches, since the process started
+  double busy_fraction;   // busy time / time since it was started
+  uint64_t queued;        // tasks in its ring
+  ProcessMemory memory;   // zero unless asked for
 };
 
+// Bytes are region bytes (what batches occupy in shared memory); the five
+// *_bytes by state sum to resident_bytes.
 struct EngineStats {
-  uint64_t max_memory, hard_cap;
-  uint64_t committed_bytes;   // arena file size
-  uint64_t resident_bytes;    // backed region bytes (in use + warm free)
-  uint64_t in_use_bytes;      // region bytes owned by slots
-  uint64_t held_bytes;        // region bytes of batches the training loop holds
+  uint64_t max_memory;        // the budget for all shared memory
+  uint64_t budget_bytes;      // of which batch regions may use this much
+  uint64_t committed_bytes;   // arena file size (freed ranges are holes: not memory)
+  uint64_t arena_resident_bytes;  // memory the arena file holds (<= max_memory)
+  uint64_t resident_bytes;    // backed region bytes
+  uint64_t in_use_bytes;      // region bytes owned by slots not free
+  uint64_t free_bytes;        // backed but unused (warm free regions)
+  uint64_t queued_bytes;      // dispatched, not started
+  uint64_t filling_bytes;     // a worker is writing a batch
+  uint64_t ready_bytes;       // finished, waiting for the training loop
+  uint64_t held_bytes;        // batches the training loop holds
   uint64_t expected_batch_bytes;
   uint32_t slots_total, slots_free, slots_queued, slots_filling, slots_ready, slots_held;
-  uint64_t over_budget_events, need_space_events, copy_outs;
+  uint64_t need_space_events;  // a batch outgrew its region
+  uint64_t cancelled;          // ... and there was no room: the task ran again later
+  uint64_t spills;             // ready batches moved to private memory for the in-order one
+  uint64_t copy_outs;          // batches copied out because the training loop held too much
+  uint64_t delivered_batches, delivered_bytes;
+  ProcessMemory main;          // this process (zero unless asked for)
   std::vector<WorkerStats> workers;
 };
 
@@ -83,13 +102,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const EngineOptions& options() const { return opts_; }
 
   // Queues "fill a slot for batch_id" on `worker`'s ring with `payload`
-  // copied to the start of the slot's region.  Returns the slot id, or
-  // ResourceExhausted when the ring is full or no slot/memory is free
-  // (retry after Wait()).  allow_over_budget lets a region exceed
-  // max_memory, for when nothing in flight could free memory.
-  Result<uint32_t> Dispatch(uint32_t worker, uint64_t batch_id, uint64_t generation,
-                            TaskKind kind, const void* payload, uint64_t payload_bytes,
-                            bool allow_over_budget);
+  // copied to the start of the slot's region, and sets *slot.  Returns false
+  // when the ring is full or no slot or memory is free right now (retry after
+  // Wait()), and ResourceExhausted when the batch can never fit max_memory.
+  Result<bool> Dispatch(uint32_t worker, uint64_t batch_id, uint64_t generation, TaskKind kind,
+                        const void* payload, uint64_t payload_bytes, uint32_t* slot);
   // Tells `worker` to restart its iterable dataset for `generation`.
   Status SendResume(uint32_t worker, uint64_t generation);
   bool RingFull(uint32_t worker);
@@ -106,15 +123,24 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void MarkHeld(uint32_t slot);
   // READY/HELD -> FREE.  Thread-safe.
   void Release(uint32_t slot);
+  // Release of a READY batch whose bytes the caller copied to private memory
+  // to make room for the batch the training loop waits for (counted).
+  void Evict(uint32_t slot);
   // True when handing this slot to the training loop would leave workers too
   // little of the budget: the caller should copy the batch out and Release.
   bool ShouldCopyOut(uint32_t slot);
 
   // In-process loading (num_workers == 0): takes a free slot with a region
-  // of at least `bytes` for the caller to fill, then CompleteLocal makes it
-  // READY.  The budget may be exceeded (counted) rather than fail.
-  Result<uint32_t> AcquireLocal(uint64_t bytes);
+  // of at least `bytes` for the caller to fill (then CompleteLocal makes it
+  // READY).  False when the budget has no room now (the caller keeps the
+  // batch in private memory); ResourceExhausted when it never can.
+  Result<bool> AcquireLocal(uint64_t bytes, uint32_t* slot);
   uint8_t* LocalRegion(uint32_t slot, uint64_t* capacity);
+  // A batch was handed out from private memory instead of the pool.
+  void CountCopyOut() {
+    std::lock_guard<std::mutex> g(mu_);
+    ++copy_outs_;
+  }
   void CompleteLocal(uint32_t slot, uint64_t used);
 
   // After worker `worker` died: appends the completions it published before
@@ -130,17 +156,22 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void Shutdown();
   bool shut_down() const { return shutdown_; }
 
-  EngineStats Stats();
-  // Cheap counters for per-batch checks (Stats() walks every slot).
-  uint64_t over_budget_events() {
-    std::lock_guard<std::mutex> g(mu_);
-    return over_budget_events_;
-  }
+  // With process_memory, also RSS/PSS/USS of this process and each worker
+  // (reads /proc: about 0.1 ms per process).
+  EngineStats Stats(bool process_memory = false);
+  // Bytes batch regions may occupy: max_memory less the control area.
+  uint64_t budget() const { return arena_->control()->max_memory - arena_->control()->data_offset; }
 
  private:
   Engine(const EngineOptions& o, std::shared_ptr<Arena> a);
-  // REQUIRES: mu_ held.  Gives `slot` a region of at least `bytes`.
-  Status SizeRegion(uint32_t slot, uint64_t bytes, bool allow_over_budget);
+  // REQUIRES: mu_ held.  Gives `slot` a region of at least `bytes`: true
+  // when done, false when there is no room now, an error when there never
+  // will be (or the arena cannot grow).
+  Result<bool> SizeRegion(uint32_t slot, uint64_t bytes);
+  // REQUIRES: mu_ held.  Region size for a new task: the largest batch seen,
+  // with headroom once sizes vary.
+  uint64_t RegionFor(uint64_t payload_bytes) const;
+  Status TooBig(uint64_t bytes) const;
   void HandleNeedSpace(uint32_t slot);
   // A finished slot's header as a Completion (after the acquire of its state).
   Completion ReadCompletion(uint32_t slot, uint32_t worker) const;
@@ -162,7 +193,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   uint64_t expected_ = 0;        // largest batch seen
   bool variable_sizes_ = false;  // batches have changed size: add headroom
   uint64_t held_bytes_ = 0;
-  uint64_t over_budget_events_ = 0, need_space_events_ = 0, copy_outs_ = 0;
+  uint64_t need_space_events_ = 0, cancelled_ = 0, spills_ = 0, copy_outs_ = 0;
+  uint64_t delivered_batches_ = 0, delivered_bytes_ = 0;
+  std::vector<int64_t> watch_ns_;       // when each worker was started (Watch)
+  std::vector<uint64_t> busy_base_ns_;  // its busy_ns then
   std::mutex exits_mu_;
   std::vector<Completion> exits_;  // worker exits not yet reported
   std::atomic<bool> exits_pending_{false};

@@ -13,14 +13,14 @@ Scheduler::~Scheduler() { Clear(); }
 
 void Scheduler::Clear() {
   for (auto& [bid, r] : ready_in_order_)
-    if (r.kind != ReadyKind::kStop) engine_->Release(r.slot);
+    if (r.kind != ReadyKind::kStop && !r.spilled) engine_->Release(r.slot);
   for (auto& [bid, r] : ready_fifo_)
-    if (r.kind != ReadyKind::kStop) engine_->Release(r.slot);
+    if (r.kind != ReadyKind::kStop && !r.spilled) engine_->Release(r.slot);
   ready_in_order_.clear();
   ready_fifo_.clear();
   if (source_) {
     for (auto& [bid, t] : tasks_) source_->Drop(t.token);
-    for (auto& [bid, spec] : retry_) source_->Drop(spec.token);
+    for (auto& r : retry_) source_->Drop(r.spec.token);
     if (have_pending_) source_->Drop(pending_.token);
   }
   tasks_.clear();
@@ -58,31 +58,81 @@ int Scheduler::PickWorker() {
   return static_cast<int>(best);
 }
 
-Result<bool> Scheduler::Dispatch(uint64_t batch_id, TaskSpec& spec) {
-  const int w = PickWorker();
-  if (w < 0) return false;
-  // Over budget only when nothing in flight could ever free memory.
-  const bool idle = tasks_.empty() && ready_in_order_.empty() && ready_fifo_.empty();
-  Result<uint32_t> slot = engine_->Dispatch(static_cast<uint32_t>(w), batch_id, generation_, spec.kind,
-                                            spec.payload.data(), spec.payload.size(), idle);
-  if (!slot.ok()) {
-    // Out of slots, ring space or memory is "busy" only while something in
-    // flight can give them back; with nothing in flight it can never succeed.
-    if (slot.status().IsResourceExhausted() && !idle) {
-      if (opts_.iterable) cycle_ = (cycle_ + opts_.num_workers - 1) % opts_.num_workers;  // retry the same worker
-      return false;  // busy: retry after a completion
-    }
-    return slot.status();
+size_t Scheduler::InProgress() const {
+  return tasks_.size() - (opts_.in_order ? ready_in_order_.size() : ready_fifo_.size());
+}
+
+bool Scheduler::SpillOne() {
+  if (!opts_.in_order || ready_in_order_.count(rcvd_idx_)) return false;
+  for (auto it = ready_in_order_.rbegin(); it != ready_in_order_.rend(); ++it) {
+    Ready& r = it->second;
+    if (r.kind == ReadyKind::kStop || r.spilled) continue;
+    uint64_t used = 0, cap = 0;
+    const uint8_t* p = engine_->SlotRegion(r.slot, &used, &cap);
+    r.spilled = std::make_shared<const std::string>(reinterpret_cast<const char*>(p), std::min(used, cap));
+    engine_->Evict(r.slot);
+    return true;
   }
-  tasks_.emplace(batch_id, Task{static_cast<uint32_t>(w), slot.value(), spec.token, spec.kind,
-                                std::move(spec.payload)});
-  ++outstanding_[w];
-  return true;
+  return false;
+}
+
+Status Scheduler::OutOfMemory() {
+  EngineStats st = engine_->Stats();
+  return Status::ResourceExhausted(
+      "the training loop holds " + std::to_string(st.slots_held) + " batches (" + std::to_string(st.held_bytes) +
+      " bytes) of the " + std::to_string(st.budget_bytes) + " bytes that max_memory=" +
+      std::to_string(st.max_memory) + " leaves for batches, and the next batch needs " +
+      std::to_string(st.expected_batch_bytes) +
+      " bytes: drop references to old batches (e.g. do not keep them all in a list), or raise max_memory");
+}
+
+Result<bool> Scheduler::Dispatch(uint64_t batch_id, TaskSpec& spec, int worker) {
+  const int w = worker >= 0 ? worker : PickWorker();
+  if (w < 0) return false;
+  bool reclaimed = false;
+  for (;;) {
+    uint32_t slot = 0;
+    STOKER_ASSIGN_OR_RETURN(bool sent, engine_->Dispatch(static_cast<uint32_t>(w), batch_id, generation_,
+                                                         spec.kind, spec.payload.data(), spec.payload.size(),
+                                                         &slot));
+    if (sent) {
+      tasks_.emplace(batch_id, Task{static_cast<uint32_t>(w), slot, spec.token, spec.kind, std::move(spec.payload)});
+      ++outstanding_[w];
+      return true;
+    }
+    // No room now.  That is "busy" while a task in progress will give
+    // memory back or a ready batch will be handed out.  When the only ready
+    // batches are ones that must wait for this one (in order), they move to
+    // private memory: the batch the training loop waits for goes first.
+    if (InProgress() > 0) return Busy(worker);
+    if (SpillOne()) continue;
+    if (ReadyInSlots() || handing_out_) return Busy(worker);
+    // Nothing in flight: only batches the training loop holds take memory.
+    if (reclaim_ && !reclaimed) {
+      reclaim_();
+      reclaimed = true;
+      continue;
+    }
+    return OutOfMemory();
+  }
+}
+
+bool Scheduler::Busy(int worker) {
+  if (opts_.iterable && worker < 0) cycle_ = (cycle_ + opts_.num_workers - 1) % opts_.num_workers;  // same worker next
+  return false;
+}
+
+bool Scheduler::ReadyInSlots() const {
+  for (const auto& [bid, r] : ready_in_order_)
+    if (r.kind != ReadyKind::kStop && !r.spilled) return true;
+  for (const auto& [bid, r] : ready_fifo_)
+    if (r.kind != ReadyKind::kStop && !r.spilled) return true;
+  return false;
 }
 
 Status Scheduler::Fill() {
-  while (!retry_.empty()) {  // re-dispatch a dead worker's batches first
-    STOKER_ASSIGN_OR_RETURN(bool sent, Dispatch(retry_.front().first, retry_.front().second));
+  while (!retry_.empty()) {  // tasks sent again go first, oldest first
+    STOKER_ASSIGN_OR_RETURN(bool sent, Dispatch(retry_.front().batch_id, retry_.front().spec, retry_.front().worker));
     if (!sent) return Status::OK();
     retry_.pop_front();
   }
@@ -97,12 +147,18 @@ Status Scheduler::Fill() {
       }
       have_pending_ = true;
     }
-    STOKER_ASSIGN_OR_RETURN(bool sent, Dispatch(send_idx_, pending_));
+    STOKER_ASSIGN_OR_RETURN(bool sent, Dispatch(send_idx_, pending_, -1));
     if (!sent) return Status::OK();
     ++send_idx_;
     have_pending_ = false;
   }
   return Status::OK();
+}
+
+void Scheduler::QueueRetry(uint64_t batch_id, TaskSpec spec, int worker) {
+  auto pos = std::upper_bound(retry_.begin(), retry_.end(), batch_id,
+                              [](uint64_t b, const Retry& r) { return b < r.batch_id; });
+  retry_.insert(pos, Retry{batch_id, std::move(spec), worker});
 }
 
 Status Scheduler::Requeue(uint32_t worker) {
@@ -128,10 +184,9 @@ Status Scheduler::Requeue(uint32_t worker) {
     spec.kind = it->second.kind;
     spec.payload = std::move(it->second.payload);
     spec.token = it->second.token;
-    retry_.emplace_back(it->first, std::move(spec));
+    QueueRetry(it->first, std::move(spec), -1);
     it = tasks_.erase(it);
   }
-  std::sort(retry_.begin(), retry_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   outstanding_[worker] = 0;
   return Status::OK();
 }
@@ -153,7 +208,19 @@ void Scheduler::Collect(const std::vector<Completion>& done, Outcome* exit_out, 
       continue;
     }
     if (outstanding_[c.worker]) --outstanding_[c.worker];
-    Ready r{ReadyKind::kBatch, c.slot, c.worker};
+    if (c.result == SlotResult::kCancelled) {
+      // No room when the batch outgrew its region: send it again (sized
+      // right now).  An iterable dataset's worker kept the items it read.
+      engine_->Release(c.slot);
+      TaskSpec spec;
+      spec.kind = it->second.kind;
+      spec.payload = std::move(it->second.payload);
+      spec.token = it->second.token;
+      QueueRetry(c.batch_id, std::move(spec), opts_.iterable ? static_cast<int>(c.worker) : -1);
+      tasks_.erase(it);
+      continue;
+    }
+    Ready r{ReadyKind::kBatch, c.slot, c.worker, nullptr};
     if (c.result == SlotResult::kStopIteration) {
       engine_->Release(c.slot);
       if (c.worker < active_.size()) active_[c.worker] = false;
@@ -195,7 +262,7 @@ void Scheduler::FillOrDefer() {
 bool Scheduler::EpochDone() const {
   if (opts_.iterable) {
     const bool any_active = std::find(active_.begin(), active_.end(), true) != active_.end();
-    return (!any_active || exhausted_) && tasks_.empty();
+    return (!any_active || exhausted_) && tasks_.empty() && retry_.empty();
   }
   return exhausted_ && tasks_.empty() && retry_.empty();
 }
@@ -220,9 +287,13 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
       out->worker = r.worker;
       out->batch_id = bid;
       out->token = token;
+      out->spilled = std::move(r.spilled);
       // Refill now, as torch does, so workers keep `prefetch` batches in
-      // flight while the caller works on this one.
+      // flight while the caller works on this one.  The batch being handed
+      // out still occupies its slot: no room is "busy" until the next call.
+      handing_out_ = true;
       FillOrDefer();
+      handing_out_ = false;
       return Status::OK();
     }
     if (EpochDone()) {

@@ -65,6 +65,9 @@ struct Outcome {
   uint32_t worker = 0;
   uint64_t batch_id = 0;
   uint64_t token = 0;  // kBatch/kError: the task's token; the caller now owns it (call Drop)
+  // kBatch/kError: set when the batch was moved out of its slot to make room
+  // (the slot is already released; decode these bytes instead).
+  std::shared_ptr<const std::string> spilled;
   ExitInfo exit;
 };
 
@@ -100,6 +103,9 @@ class Scheduler {
     before_block_ = std::move(before);
     after_block_ = std::move(after);
   }
+  // Called once before giving up when the training loop's batches fill the
+  // whole budget (e.g. to run Python's cyclic garbage collector).
+  void SetReclaimHook(std::function<void()> hook) { reclaim_ = std::move(hook); }
   // Releases everything it holds; called before the engine shuts down.
   void Clear();
 
@@ -116,11 +122,27 @@ class Scheduler {
     ReadyKind kind;
     uint32_t slot;
     uint32_t worker;
+    std::shared_ptr<const std::string> spilled;  // moved out of its slot
+  };
+  struct Retry {
+    uint64_t batch_id;
+    TaskSpec spec;
+    int worker;  // -1: any; an iterable dataset's task stays with its worker
   };
 
   Status Fill();
-  // Dispatches one task; false when the engine is busy (retry later).
-  Result<bool> Dispatch(uint64_t batch_id, TaskSpec& spec);
+  // Dispatches one task (to `worker`, or the scheduler's pick when -1);
+  // false when the engine is busy (retry later).
+  Result<bool> Dispatch(uint64_t batch_id, TaskSpec& spec, int worker);
+  // Dispatched tasks not finished yet.
+  size_t InProgress() const;
+  // Moves the newest ready batch that is not the one the training loop waits
+  // for into private memory, freeing its slot.  False if there is none.
+  bool SpillOne();
+  bool ReadyInSlots() const;
+  bool Busy(int worker);  // returns false, so the same worker is tried next
+  void QueueRetry(uint64_t batch_id, TaskSpec spec, int worker);
+  Status OutOfMemory();
   void FillOrDefer();
   int PickWorker();
   void Collect(const std::vector<Completion>& done, Outcome* exit_out, bool* have_exit);
@@ -135,7 +157,7 @@ class Scheduler {
   bool exhausted_ = true;
   bool have_pending_ = false;
   TaskSpec pending_;
-  std::deque<std::pair<uint64_t, TaskSpec>> retry_;  // (batch id, task) of dead workers
+  std::deque<Retry> retry_;  // tasks to send again (dead worker, no room), by batch id
   std::map<uint64_t, Task> tasks_;
   std::map<uint64_t, Ready> ready_in_order_;
   std::deque<std::pair<uint64_t, Ready>> ready_fifo_;
@@ -143,8 +165,9 @@ class Scheduler {
   std::vector<bool> active_;
   uint32_t cycle_ = 0;
   std::vector<Completion> scratch_;
+  bool handing_out_ = false;  // refilling while a batch is on its way out
   Status deferred_;  // a source error, returned once what is in flight is delivered
-  std::function<void()> before_block_, after_block_;
+  std::function<void()> before_block_, after_block_, reclaim_;
 };
 
 }  // namespace stoker

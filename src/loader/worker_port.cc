@@ -69,10 +69,14 @@ Result<uint8_t*> WorkerPort::Reserve(uint32_t slot, uint64_t bytes) {
   Doorbell(&h->bell).WaitUntil(answered, -1);
   if (h->state.load(std::memory_order_acquire) == static_cast<uint32_t>(SlotState::kNeedSpace))
     return Status::Closed("loader shut down while waiting for memory");
-  if (h->needed_bytes == 0 || h->region_capacity < bytes)
+  if (h->needed_bytes == kSpaceRetry) return Status::Cancelled("no room in the slot pool now; the task runs again later");
+  if (h->needed_bytes == kSpaceNever || h->region_capacity < bytes) {
+    const uint64_t budget = c->max_memory - c->data_offset;
     return Status::ResourceExhausted(
-        "this batch needs " + std::to_string(bytes) + " bytes of shared memory, more than the loader's "
-        "hard cap allows; raise max_memory or lower batch_size");
+        "this batch needs " + std::to_string(bytes) + " bytes of shared memory, more than max_memory=" +
+        std::to_string(c->max_memory) + " allows (" + std::to_string(budget) +
+        " bytes for batches); raise max_memory or lower batch_size");
+  }
   return arena_->base() + h->region_offset;
 }
 

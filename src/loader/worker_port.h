@@ -34,8 +34,10 @@ class WorkerPort {
   Status Next(Task* t, int64_t timeout_ns);
   // Returns the slot's region, at least `bytes` long, asking the main
   // process for a bigger one if needed (blocks until it answers).  Returns
-  // ResourceExhausted when the main process cannot provide it; the slot's
-  // current region (>= 64 KiB) is still usable for an error report.
+  // ResourceExhausted when the batch can never fit max_memory (the slot's
+  // current region, >= 64 KiB, is still usable for an error report), and
+  // Cancelled when there is no room now: publish kCancelled without touching
+  // the region, and the task comes back later.
   Result<uint8_t*> Reserve(uint32_t slot, uint64_t bytes);
   uint8_t* Region(uint32_t slot, uint64_t* capacity);
   // Hands the slot back to the main process with `used` bytes of result.

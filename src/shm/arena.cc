@@ -22,8 +22,15 @@ Result<std::shared_ptr<Arena>> Arena::Create(const ArenaGeometry& g) {
   const uint64_t workers_off = AlignUp(sizeof(ControlBlock), 4096);
   const uint64_t slots_off = AlignUp(workers_off + uint64_t{g.num_workers} * sizeof(WorkerBlock), 4096);
   const uint64_t data_off = AlignUp(slots_off + uint64_t{g.max_slots} * sizeof(SlotHeader), 4096);
-  const uint64_t reserve = AlignUp(std::max(g.reserve_bytes, data_off + (1u << 20)), 4096);
-
+  // Resident bytes (control area included) never exceed max_memory; the
+  // address space is larger so that free space is rarely too fragmented.
+  const uint64_t max_memory = (g.max_memory ? g.max_memory : g.reserve_bytes) / 4096 * 4096;
+  const uint64_t reserve = std::max(AlignUp(g.reserve_bytes, 4096), max_memory);
+  if (max_memory < data_off + kMinDataBytes)
+    return Status::InvalidArgument(
+        "a slot arena of " + std::to_string(max_memory) + " bytes is too small: " + std::to_string(g.num_workers) +
+        " workers and " + std::to_string(g.max_slots) + " slots take " + std::to_string(data_off) +
+        " bytes of control area, and batches need at least " + std::to_string(kMinDataBytes) + " more");
   UniqueFd fd(static_cast<int>(memfd_create("stoker-arena", MFD_CLOEXEC)));
   if (!fd.valid()) return Status::IOError("memfd_create(stoker-arena)", errno);
   if (ftruncate(fd.get(), static_cast<off_t>(data_off)) != 0)
@@ -39,6 +46,7 @@ Result<std::shared_ptr<Arena>> Arena::Create(const ArenaGeometry& g) {
   c->num_workers = g.num_workers;
   c->max_slots = g.max_slots;
   c->reserve_bytes = reserve;
+  c->max_memory = max_memory;
   c->workers_offset = workers_off;
   c->slots_offset = slots_off;
   c->data_offset = data_off;
@@ -63,6 +71,12 @@ Result<std::shared_ptr<Arena>> Arena::Attach(int fd_in) {
 
 Arena::~Arena() { munmap(base_, reserve_); }
 
+uint64_t Arena::ResidentBytes() const {
+  struct stat st {};
+  if (fstat(fd_.get(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
 Status Arena::Grow(uint64_t new_size) {
   const uint64_t old = committed_bytes();
   if (new_size <= old) return Status::OK();
@@ -71,18 +85,23 @@ Status Arena::Grow(uint64_t new_size) {
                                      " bytes, past its reserved " + std::to_string(reserve_) + " bytes");
   if (ftruncate(fd_.get(), static_cast<off_t>(new_size)) != 0)
     return Status::IOError("ftruncate of the slot arena to " + std::to_string(new_size) + " bytes", errno);
-  // Pre-fault: allocate the shmem pages now rather than on the first batch.
-  if (madvise(base_ + old, new_size - old, MADV_POPULATE_WRITE) != 0) {
-    if (errno == ENOMEM || errno == EFAULT) {
-      // Roll back so no process can touch pages we could not back.
-      (void)ftruncate(fd_.get(), static_cast<off_t>(old));
-      return Status::ResourceExhausted("could not back " + std::to_string(new_size - old) +
-                                       " bytes of shared memory for the slot arena (out of memory?)");
-    }
-    // EINVAL on kernels without MADV_POPULATE_WRITE: touch the pages instead.
-    for (uint64_t o = old; o < new_size; o += kPageSize) base_[o] = 0;
-  }
   control()->committed_bytes.store(new_size, std::memory_order_release);
+  return Status::OK();
+}
+
+Status Arena::Populate(uint64_t offset, uint64_t len) {
+  if (len == 0) return Status::OK();
+  if (madvise(base_ + offset, len, MADV_POPULATE_WRITE) == 0) return Status::OK();
+  if (errno == ENOMEM || errno == EFAULT || errno == EHWPOISON) {
+    // Give back what was faulted in; the range stays valid (zeros).
+    (void)Discard(offset, len);
+    return Status::ResourceExhausted(
+        "could not back " + std::to_string(len) + " bytes of shared memory for a batch: the machine (or this "
+        "process's cgroup) is out of memory; lower max_memory or batch_size, or free memory");
+  }
+  // EINVAL on kernels without MADV_POPULATE_WRITE (< 5.14): touch the pages.
+  for (uint64_t o = offset; o < offset + len; o += kPageSize)
+    reinterpret_cast<volatile uint8_t*>(base_)[o] = 0;
   return Status::OK();
 }
 

@@ -26,8 +26,12 @@ namespace stoker {
 struct ArenaGeometry {
   uint32_t num_workers = 0;
   uint32_t max_slots = 0;
-  uint64_t reserve_bytes = 0;  // virtual size mapped by every process
+  uint64_t reserve_bytes = 0;  // address space mapped by every process (the file's size bound)
+  uint64_t max_memory = 0;     // resident-bytes budget of the whole file (0: reserve_bytes)
 };
+
+// Smallest region heap an arena accepts (two minimum regions).
+inline constexpr uint64_t kMinDataBytes = 128 * 1024;
 
 class Arena {
  public:
@@ -54,9 +58,15 @@ class Arena {
   uint64_t committed_bytes() const {
     return control()->committed_bytes.load(std::memory_order_acquire);
   }
-  // Main process only: makes the file at least new_size bytes (never shrinks)
-  // and pre-faults the new pages so batches never page-fault in shmem.
+  // Memory the file really holds (tmpfs pages; holes are free): what counts
+  // against max_memory and the system's Shmem.
+  uint64_t ResidentBytes() const;
+  // Main process only: makes the file at least new_size bytes (never shrinks).
   Status Grow(uint64_t new_size);
+  // Main process only: backs [offset, offset+len) with memory now, so no
+  // process ever faults on it later (a failed fault in shared memory is a
+  // SIGBUS; here it is a ResourceExhausted status).
+  Status Populate(uint64_t offset, uint64_t len);
   // Returns the physical pages of [offset, offset+len) to the kernel while
   // keeping the range valid (it reads as zeros afterwards).
   Status Discard(uint64_t offset, uint64_t len);

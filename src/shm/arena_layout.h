@@ -27,7 +27,7 @@
 namespace stoker {
 
 inline constexpr uint64_t kArenaMagic = 0x314B524F4B4F5453ull;  // "STOKORK1"
-inline constexpr uint32_t kArenaVersion = 1;
+inline constexpr uint32_t kArenaVersion = 2;
 inline constexpr uint64_t kPageSize = 4096;
 
 struct ControlBlock {
@@ -40,7 +40,8 @@ struct ControlBlock {
   uint64_t workers_offset;   // WorkerBlock[num_workers]
   uint64_t slots_offset;     // SlotHeader[max_slots]
   uint64_t data_offset;      // first byte of the region heap
-  std::atomic<uint64_t> committed_bytes;  // current memfd size (main writes)
+  uint64_t max_memory;       // budget: resident bytes of the whole file never exceed it
+  std::atomic<uint64_t> committed_bytes;  // current memfd size (main writes); holes are not memory
   alignas(64) DoorbellLayout done_bell;   // main process waits here
   alignas(64) std::atomic<uint32_t> shutdown;  // 1: every worker should exit
 };
@@ -72,7 +73,12 @@ enum class SlotResult : uint32_t {
   kOk = 0,           // region holds a batch (batch_format.h)
   kError = 1,        // region holds a pickled exception report
   kStopIteration = 2,// iterable dataset exhausted in this worker
+  kCancelled = 3,    // the main process took the task back (no memory now); it is dispatched again
 };
+
+// Answers to a kNeedSpace request, in needed_bytes (else: the region fits).
+inline constexpr uint64_t kSpaceNever = 0;            // bigger than the whole budget: report an error
+inline constexpr uint64_t kSpaceRetry = ~uint64_t{0};  // not now: publish kCancelled, untouched
 
 enum class TaskKind : uint32_t {
   kIndices = 0,      // payload: int64[n] sample indices, collated as a batch

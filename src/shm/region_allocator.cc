@@ -7,10 +7,10 @@ namespace stoker {
 RegionAllocator::RegionAllocator(uint64_t begin, uint64_t end, uint64_t limit)
     : begin_(begin), end_(end), limit_(limit), top_(begin) {}
 
-std::optional<uint64_t> RegionAllocator::TakeFrom(bool warm, uint64_t size, bool over_limit) {
+std::optional<uint64_t> RegionAllocator::TakeFrom(bool warm, uint64_t size) {
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second.warm != warm || it->second.size < size) continue;
-    if (!warm && !over_limit && resident_ + size > limit_) return std::nullopt;
+    if (!warm && resident_ + size > limit_) return std::nullopt;
     const uint64_t off = it->first;
     const Range r = it->second;
     free_.erase(it);
@@ -22,11 +22,11 @@ std::optional<uint64_t> RegionAllocator::TakeFrom(bool warm, uint64_t size, bool
   return std::nullopt;
 }
 
-std::optional<uint64_t> RegionAllocator::Allocate(uint64_t size, bool over_limit) {
+std::optional<uint64_t> RegionAllocator::Allocate(uint64_t size) {
   if (size == 0 || size % 4096 != 0) return std::nullopt;
-  if (auto o = TakeFrom(true, size, over_limit)) return o;
-  if (auto o = TakeFrom(false, size, over_limit)) return o;
-  if (top_ + size <= end_ && (over_limit || resident_ + size <= limit_)) {
+  if (auto o = TakeFrom(true, size)) return o;
+  if (auto o = TakeFrom(false, size)) return o;
+  if (top_ + size <= end_ && resident_ + size <= limit_) {
     const uint64_t off = top_;
     top_ += size;
     in_use_ += size;
@@ -76,6 +76,15 @@ std::vector<std::pair<uint64_t, uint64_t>> RegionAllocator::DiscardFree() {
   }
   for (auto& [o, s] : cold) Insert(o, s, false);
   for (auto& [o, s] : out) Insert(o, s, false);
+  // A discarded range that ends at the top joins the untouched space above
+  // it, so a region as big as all free space together can be had again.
+  if (!free_.empty()) {
+    auto last = std::prev(free_.end());
+    if (!last->second.warm && last->first + last->second.size == top_) {
+      top_ = last->first;
+      free_.erase(last);
+    }
+  }
   return out;
 }
 

@@ -19,19 +19,19 @@ namespace stoker {
 
 class RegionAllocator {
  public:
-  // Manages [begin, end); resident bytes stay within `limit` unless an
-  // allocation explicitly asks to exceed it.
+  // Manages [begin, end); resident bytes never exceed `limit`.
   RegionAllocator(uint64_t begin, uint64_t end, uint64_t limit);
 
-  // Returns the offset of `size` bytes (a multiple of 4096), or nullopt.
-  // With over_limit, the budget is ignored (the reserve still bounds it).
-  std::optional<uint64_t> Allocate(uint64_t size, bool over_limit);
+  // Returns the offset of `size` bytes (a multiple of 4096), or nullopt when
+  // they do not fit within the limit (or the range).
+  std::optional<uint64_t> Allocate(uint64_t size);
   void Free(uint64_t offset, uint64_t size);
   // Marks every warm free range discarded and returns them, so the caller can
   // release their pages (Arena::Discard).  Resident bytes drop accordingly.
   std::vector<std::pair<uint64_t, uint64_t>> DiscardFree();
 
-  uint64_t top() const { return top_; }          // end of the highest range ever used
+  // End of the highest range in use or warm (the arena must be this big).
+  uint64_t top() const { return top_; }
   uint64_t in_use() const { return in_use_; }
   uint64_t resident() const { return resident_; }
   uint64_t limit() const { return limit_; }
@@ -42,7 +42,7 @@ class RegionAllocator {
     uint64_t size;
     bool warm;
   };
-  std::optional<uint64_t> TakeFrom(bool warm, uint64_t size, bool over_limit);
+  std::optional<uint64_t> TakeFrom(bool warm, uint64_t size);
   void Insert(uint64_t off, uint64_t size, bool warm);
 
   uint64_t begin_, end_, limit_;

@@ -1,4 +1,5 @@
 """Zero-copy batches and the byte-bounded slot pool."""
+import re
 import warnings
 
 import numpy as np
@@ -76,17 +77,24 @@ def test_loop_holding_three_times_the_pool_finishes_with_a_warning():
         it = iter(loader)
         for b in it:
             kept.append(b)
-            assert it.stats()["resident_bytes"] <= 1 << 20
+            st = it.stats()
+            assert st["arena_bytes"] <= 1 << 20, "the pool's memory stays within max_memory"
     assert len(kept) == 48
     assert [int(x[0, 0]) for x in kept] == list(range(0, 192, 4)), "copied-out batches keep their values"
     assert any("copied out of shared memory" in str(x.message) for x in w)
 
 
-def test_batch_larger_than_max_memory_loads_with_a_warning():
-    loader = stoker.DataLoader(BigDataset(4, 1 << 19), batch_size=2, num_workers=1, max_memory=2 << 20)  # 4 MiB batches
-    with pytest.warns(ResourceWarning, match="Raise max_memory"):
-        out = [b.sum().item() for b in loader]
-    assert len(out) == 2
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_batch_larger_than_max_memory_is_a_clear_error_naming_the_index(num_workers):
+    # 4 MiB batches with max_memory=2 MiB
+    loader = stoker.DataLoader(BigDataset(4, 1 << 19), batch_size=2, num_workers=num_workers, max_memory=2 << 20)
+    with pytest.raises(MemoryError) as e:
+        list(loader)
+    msg = str(e.value)
+    assert "batch 0 (indices [0, 1])" in msg, msg
+    needs = int(re.search(r"needs (\d+) bytes", msg).group(1))
+    assert 4 << 20 <= needs < (4 << 20) + 4096, msg
+    assert "max_memory=2097152" in msg and "raise max_memory" in msg, msg
 
 
 def test_variable_sized_batches_fit_after_growth():
@@ -121,11 +129,12 @@ def test_numpy_output_collates_like_torch_and_falls_back_for_odd_inputs():
 
 class Huge(IndexDataset):
     def __getitem__(self, i):
-        return torch.empty(70 << 20, dtype=torch.float32)  # 280 MiB, past the hard cap of 257 MiB
+        return torch.empty(70 << 20, dtype=torch.float32)  # 280 MiB
 
 
-def test_batches_past_the_hard_cap_fail_clearly_and_never_hang():
-    it = iter(stoker.DataLoader(Huge(3), batch_size=1, num_workers=1, max_memory=1 << 20))
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_samples_past_max_memory_fail_clearly_every_time_and_never_hang(num_workers):
+    it = iter(stoker.DataLoader(Huge(3), batch_size=1, num_workers=num_workers, max_memory=16 << 20))
     errors = 0
     while True:
         try:
@@ -133,9 +142,7 @@ def test_batches_past_the_hard_cap_fail_clearly_and_never_hang():
         except StopIteration:
             break
         except MemoryError as e:
-            assert "max_memory" in str(e) and "hard cap" in str(e)
+            assert f"indices [{errors}]" in str(e) and "raise max_memory" in str(e), str(e)
             errors += 1
-            if errors > 3:
-                break
-    assert errors >= 1
+    assert errors == 3, "each index fails on its own, and the loader goes on"
     del it

@@ -4,10 +4,14 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "loader/scheduler.h"
@@ -19,9 +23,13 @@ namespace {
 
 using testing::Watchdog;
 
-// Worker body: for each task, writes `bytes_for(batch)` bytes of the batch id
-// (asking for space when needed) and publishes.  Optional delay per batch.
-void RunWorker(std::shared_ptr<Arena> arena, uint32_t id, uint64_t bytes, useconds_t delay_even = 0) {
+// Batch sizes that jump with the first index, 200 KiB to 1000 KiB (bytes == 0 in RunWorker).
+uint64_t VariableBytes(int64_t first_index) { return (200 << 10) * (1 + first_index / 60) + 123; }
+
+// Worker body: for each task, writes `bytes` bytes (VariableBytes when 0) of
+// the first index (asking for space when needed) and publishes; hands the
+// task back when the main process has no room.  Optional delay per batch.
+void RunWorker(std::shared_ptr<Arena> arena, uint32_t id, uint64_t fixed_bytes, useconds_t delay_even = 0) {
   WorkerPort port(arena, id);
   Task t;
   for (;;) {
@@ -32,7 +40,12 @@ void RunWorker(std::shared_ptr<Arena> arena, uint32_t id, uint64_t bytes, usecon
     int64_t first_index = -1;
     if (t.payload_bytes >= 8) std::memcpy(&first_index, t.payload, 8);
     if (delay_even && t.batch_id % 2 == 0) usleep(delay_even);
+    const uint64_t bytes = fixed_bytes ? fixed_bytes : VariableBytes(first_index);
     auto region = port.Reserve(t.slot, bytes);
+    if (region.status().IsCancelled()) {
+      port.Publish(t.slot, SlotResult::kCancelled, 0);
+      continue;
+    }
     if (!region.ok()) _exit(3);
     std::memset(region.value(), static_cast<int>(first_index & 0xff), bytes);
     port.Publish(t.slot, SlotResult::kOk, bytes);
@@ -40,14 +53,25 @@ void RunWorker(std::shared_ptr<Arena> arena, uint32_t id, uint64_t bytes, usecon
 }
 
 std::shared_ptr<Engine> MakeEngine(uint32_t workers, uint64_t max_memory = 64 << 20) {
-  auto e = Engine::Create(EngineOptions{workers, max_memory, 0, 64});
+  auto e = Engine::Create(EngineOptions{workers, max_memory, 64});
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   return e.value();
 }
 
+// Dispatch that must succeed; returns the slot.
+uint32_t MustDispatch(const std::shared_ptr<Engine>& e, uint32_t w, uint64_t batch, int64_t idx) {
+  uint32_t slot = ~0u;
+  auto sent = e->Dispatch(w, batch, 1, TaskKind::kIndices, &idx, 8, &slot);
+  EXPECT_TRUE(sent.ok() && sent.value()) << (sent.ok() ? "busy" : sent.status().ToString());
+  return slot;
+}
+
 pid_t ForkWorker(const std::shared_ptr<Engine>& e, uint32_t id, uint64_t bytes, useconds_t delay = 0) {
   pid_t pid = fork();
-  if (pid == 0) RunWorker(std::shared_ptr<Arena>(e, &e->arena()), id, bytes, delay);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a failed ASSERT must not leave workers behind
+    RunWorker(std::shared_ptr<Arena>(e, &e->arena()), id, bytes, delay);
+  }
   EXPECT_TRUE(e->Watch(id, pid).ok());
   return pid;
 }
@@ -67,16 +91,14 @@ TEST(Engine, SlotLifeCycleWithSpaceRequest) {
   auto e = MakeEngine(1);
   const uint64_t kBytes = 300 * 1024;  // more than the first region (64 KiB)
   pid_t pid = ForkWorker(e, 0, kBytes);
-  int64_t idx = 7;
-  auto slot = e->Dispatch(0, 0, 1, TaskKind::kIndices, &idx, 8, false);
-  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+  const uint32_t slot = MustDispatch(e, 0, 0, 7);
   std::vector<Completion> done;
   ASSERT_TRUE(e->Wait(10'000'000'000, &done).ok());
   ASSERT_EQ(done.size(), 1u);
-  EXPECT_EQ(done[0].slot, slot.value());
+  EXPECT_EQ(done[0].slot, slot);
   EXPECT_EQ(done[0].batch_id, 0u);
   uint64_t used, cap;
-  const uint8_t* p = e->SlotRegion(slot.value(), &used, &cap);
+  const uint8_t* p = e->SlotRegion(slot, &used, &cap);
   EXPECT_EQ(used, kBytes);
   EXPECT_GE(cap, kBytes);
   EXPECT_EQ(p[0], 7);
@@ -85,17 +107,14 @@ TEST(Engine, SlotLifeCycleWithSpaceRequest) {
   EngineStats st = e->Stats();
   EXPECT_EQ(st.need_space_events, 1u);
   EXPECT_EQ(st.slots_ready, 1u);
-  e->MarkHeld(slot.value());
+  e->MarkHeld(slot);
   EXPECT_EQ(e->Stats().slots_held, 1u);
-  e->Release(slot.value());
+  e->Release(slot);
   st = e->Stats();
   EXPECT_EQ(st.slots_held, 0u);
   EXPECT_EQ(st.held_bytes, 0u);
   // The next batch reuses the warm, big-enough slot: no new space request.
-  idx = 9;
-  auto slot2 = e->Dispatch(0, 1, 1, TaskKind::kIndices, &idx, 8, false);
-  ASSERT_TRUE(slot2.ok());
-  EXPECT_EQ(slot2.value(), slot.value());
+  EXPECT_EQ(MustDispatch(e, 0, 1, 9), slot);
   done.clear();
   ASSERT_TRUE(e->Wait(10'000'000'000, &done).ok());
   EXPECT_EQ(e->Stats().need_space_events, 1u);
@@ -103,17 +122,92 @@ TEST(Engine, SlotLifeCycleWithSpaceRequest) {
   Reap(e, {pid});
 }
 
-TEST(Engine, BudgetLimitsDispatch) {
-  auto e = MakeEngine(1, 256 * 1024);  // room for four 64 KiB regions
+TEST(Engine, BudgetIsAHardBound) {
+  const uint64_t kMax = 256 * 1024;
+  auto e = MakeEngine(1, kMax);
+  EXPECT_LT(e->budget(), kMax) << "the control area is part of max_memory";
+  const uint64_t fit = e->budget() / Engine::kMinRegion;
   int64_t idx = 0;
-  int ok = 0;
-  for (int i = 0; i < 8; ++i)
-    if (e->Dispatch(0, i, 1, TaskKind::kIndices, &idx, 8, false).ok()) ++ok;
-  EXPECT_EQ(ok, 4);
-  auto forced = e->Dispatch(0, 9, 1, TaskKind::kIndices, &idx, 8, true);
-  EXPECT_TRUE(forced.ok()) << "over budget is allowed when asked for";
-  EXPECT_EQ(e->Stats().over_budget_events, 1u);
+  uint64_t ok = 0;
+  for (int i = 0; i < 8; ++i) {
+    uint32_t slot;
+    auto sent = e->Dispatch(0, i, 1, TaskKind::kIndices, &idx, 8, &slot);
+    ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+    if (sent.value()) ++ok;
+  }
+  EXPECT_EQ(ok, fit) << "no room is 'busy', never past the budget";
+  EXPECT_LE(e->arena().ResidentBytes(), kMax);
   e->Shutdown();
+}
+
+TEST(Engine, TooSmallMaxMemoryIsAClearError) {
+  auto e = Engine::Create(EngineOptions{4, 64 * 1024, 1024});
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("max_memory=65536"), std::string::npos) << e.status().message();
+  EXPECT_NE(e.status().message().find("raise max_memory"), std::string::npos) << e.status().message();
+}
+
+TEST(Engine, MaxMemoryBeyondTheMachineIsAClearError) {
+  auto e = Engine::Create(EngineOptions{1, uint64_t{1} << 60, 64});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("more than this machine can hold"), std::string::npos) << e.status().message();
+}
+
+// A batch larger than the whole budget: the worker is told "never" and gets a
+// message naming the sizes and the option.
+TEST(Engine, BatchLargerThanTheBudgetIsReportedToTheWorker) {
+  Watchdog dog(std::chrono::seconds(30), "BatchLargerThanTheBudget");
+  auto e = MakeEngine(1, 1 << 20);
+  pid_t pid = fork();
+  if (pid == 0) {
+    WorkerPort port(std::shared_ptr<Arena>(e, &e->arena()), 0);
+    Task t;
+    if (!port.Next(&t, -1).ok()) _exit(2);
+    auto r = port.Reserve(t.slot, 2 << 20);
+    const std::string& m = r.status().message();
+    const bool clear = r.status().IsResourceExhausted() && m.find("2097152 bytes") != std::string::npos &&
+                       m.find("max_memory=1048576") != std::string::npos && m.find("raise max_memory") != std::string::npos;
+    port.Publish(t.slot, SlotResult::kError, 0);
+    _exit(clear ? 0 : 4);
+  }
+  ASSERT_TRUE(e->Watch(0, pid).ok());
+  MustDispatch(e, 0, 0, 1);
+  std::vector<Completion> done;
+  ASSERT_TRUE(e->Wait(10'000'000'000, &done).ok());
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].result, SlotResult::kError);
+  e->Forget(0);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "worker status " << st;
+  EXPECT_LE(e->arena().ResidentBytes(), uint64_t{1} << 20);
+  e->Shutdown();
+}
+
+// No room now for a batch that outgrew its region: the task is handed back
+// (kCancelled), and the engine has learnt its size for the next dispatch.
+TEST(Engine, NoRoomNowHandsTheTaskBack) {
+  Watchdog dog(std::chrono::seconds(30), "NoRoomNowHandsTheTaskBack");
+  auto e = MakeEngine(1, 1 << 20);
+  const uint64_t kBig = e->budget() - 4096;  // fits alone, not beside another region
+  pid_t big = ForkWorker(e, 0, kBig);
+  MustDispatch(e, 0, 0, 1);  // two 64 KiB regions: the first batch to grow
+  MustDispatch(e, 0, 1, 2);  // cannot have the budget while the other holds one
+  std::vector<Completion> done;
+  std::vector<SlotResult> results;
+  while (results.size() < 2) {
+    done.clear();
+    ASSERT_TRUE(e->Wait(10'000'000'000, &done).ok());
+    for (auto& c : done) results.push_back(c.result);
+  }
+  // The first got the whole budget only if the second's region was freed
+  // first; either way at least one was handed back, and nothing exceeded it.
+  EXPECT_NE(std::count(results.begin(), results.end(), SlotResult::kCancelled), 0);
+  EXPECT_GE(e->Stats().cancelled, 1u);
+  EXPECT_GE(e->Stats().expected_batch_bytes, kBig) << "the size was learnt";
+  EXPECT_LE(e->arena().ResidentBytes(), uint64_t{1} << 20);
+  Reap(e, {big});
 }
 
 TEST(Engine, ReportsWorkerDeathPromptly) {
@@ -202,6 +296,56 @@ TEST(Scheduler, InOrderDeliveryDespiteSlowWorker) {
     if (in_order) EXPECT_EQ(seen, sorted);
     EXPECT_EQ(src.dropped, 200);
   }
+  Reap(e, {p0, p1});
+}
+
+// A tight budget with batch sizes that jump from 200 KiB to 1000 KiB and a
+// slow worker: every batch arrives once, in order, intact, and the arena
+// never grows past max_memory (batches are handed back when there is no
+// room, and ready batches move out of the pool for the one the loop awaits).
+TEST(Scheduler, TightBudgetWithVaryingSizesNeverExceedsIt) {
+  Watchdog dog(std::chrono::seconds(120), "TightBudgetWithVaryingSizes");
+  const uint64_t kMax = 1536 * 1024;
+  auto e = MakeEngine(2, kMax);
+  pid_t p0 = ForkWorker(e, 0, 0, 3000), p1 = ForkWorker(e, 1, 0);
+  Scheduler s(e, SchedulerOptions{2, 6, true, false});
+  VectorSource src(300);
+  s.Reset(&src, false);
+  std::vector<uint64_t> seen;
+  for (;;) {
+    Outcome o;
+    Status st = s.Next(30'000'000'000, &o);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    if (o.kind == Outcome::Kind::kEnd) break;
+    ASSERT_EQ(o.kind, Outcome::Kind::kBatch);
+    const uint8_t* p;
+    uint64_t used, cap;
+    if (o.spilled) {
+      p = reinterpret_cast<const uint8_t*>(o.spilled->data());
+      used = o.spilled->size();
+    } else {
+      p = e->SlotRegion(o.slot, &used, &cap);
+    }
+    EXPECT_EQ(used, VariableBytes(static_cast<int64_t>(o.batch_id)));
+    EXPECT_EQ(p[0], static_cast<uint8_t>(o.batch_id & 0xff));
+    EXPECT_EQ(p[used - 1], static_cast<uint8_t>(o.batch_id & 0xff));
+    seen.push_back(o.batch_id);
+    src.Drop(o.token);
+    if (!o.spilled) {
+      e->MarkHeld(o.slot);
+      e->Release(o.slot);
+    }
+    ASSERT_LE(e->arena().ResidentBytes(), kMax);
+  }
+  ASSERT_EQ(seen.size(), 300u);
+  for (uint64_t i = 0; i < 300; ++i) ASSERT_EQ(seen[i], i);
+  EXPECT_EQ(src.dropped, 300);
+  EngineStats st = e->Stats();
+  EXPECT_GT(st.cancelled, 0u) << "the test should exercise handing tasks back";
+  EXPECT_GT(st.spills, 0u) << "... and moving ready batches out for the in-order one";
+  std::printf("cancelled=%llu spills=%llu need_space=%llu\n", (unsigned long long)st.cancelled,
+              (unsigned long long)st.spills, (unsigned long long)st.need_space_events);
+  s.Clear();
   Reap(e, {p0, p1});
 }
 

@@ -1,0 +1,36 @@
+// What a process's memory costs, from /proc/<pid>/smaps_rollup.
+//
+//   rss  resident pages, shared ones counted in full
+//   pss  each shared page divided by the number of processes mapping it:
+//        summed over a process tree it is the tree's true footprint
+//   uss  pages only this process maps (private clean + dirty): what killing
+//        it would free
+#ifndef STOKER_PROC_PROC_MEMORY_H_
+#define STOKER_PROC_PROC_MEMORY_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "stoker/status.h"
+
+namespace stoker {
+
+struct ProcessMemory {
+  uint64_t rss = 0, pss = 0, uss = 0;  // bytes
+  uint64_t pss_shmem = 0;              // the part of pss in shared memory (shmem/memfd pages)
+};
+
+// IOError (ENOENT) when the process is gone.
+Result<ProcessMemory> ReadProcessMemory(pid_t pid);
+
+// How much memory this process may use at most: the smaller of MemTotal and
+// every memory limit of its cgroup and the cgroup's ancestors (v1 or v2).
+Result<uint64_t> MemoryLimitBytes();
+
+// The system's Shmem line of /proc/meminfo (bytes): tmpfs, /dev/shm and memfds.
+Result<uint64_t> SystemShmemBytes();
+
+}  // namespace stoker
+
+#endif  // STOKER_PROC_PROC_MEMORY_H_
