@@ -11,6 +11,8 @@ namespace stoker::glue {
 void BindEngine(pybind11::module_& m);
 void BindWorker(pybind11::module_& m);
 void BindScheduler(pybind11::module_& m);
+void BindShared(pybind11::module_& m);
+void BindProc(pybind11::module_& m);
 }  // namespace stoker::glue
 
 PYBIND11_MODULE(_stoker, m) {
@@ -23,4 +25,6 @@ PYBIND11_MODULE(_stoker, m) {
   stoker::glue::BindEngine(m);
   stoker::glue::BindWorker(m);
   stoker::glue::BindScheduler(m);
+  stoker::glue::BindShared(m);
+  stoker::glue::BindProc(m);
 }

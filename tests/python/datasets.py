@@ -127,3 +127,32 @@ class Batch:
 
 def custom_collate(samples):
     return Batch(torch.stack(samples), [f"n{int(s)}" for s in samples])
+
+
+class NamesDataset(Dataset):
+    """Per-sample metadata the way real datasets keep it: one file name per
+    sample, in whatever container the test passes (list or StringList)."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def __len__(self):
+        return len(self.names)
+
+    def __getitem__(self, i):
+        name = self.names[i]
+        return torch.tensor([i, len(name)])
+
+
+class ArrayWriter(Dataset):
+    """Each sample writes its index into a shared array, then returns it."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __len__(self):
+        return len(self.arr)
+
+    def __getitem__(self, i):
+        self.arr[i] = i * 10 + 1
+        return i
