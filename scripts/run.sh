@@ -22,7 +22,7 @@ apt_deps() {
 python_env() {
   [ -x "$PY" ] || python3 -m venv "$VENV"
   # torch is pinned: an unpinned torch would pull the CUDA build.
-  "$PY" -m pip install -q --disable-pip-version-check torch==2.13.0 numpy pytest \
+  "$PY" -m pip install -q --disable-pip-version-check torch==2.13.0 numpy pytest tqdm \
       "scikit-build-core>=0.9" "pybind11>=2.12" cmake ninja
   echo "== building and installing stoker"
   "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation .

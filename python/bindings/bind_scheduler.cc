@@ -18,6 +18,14 @@ void BindScheduler(py::module_& m) {
       .def("next", [](Pump& p, double timeout_s) { return Steal(p.Next(timeout_s)); })
       .def("in_flight", [](Pump& p) { return Steal(p.InFlight()); })
       .def("clear", &Pump::Clear)
+      .def("queue_depths", [](Pump& p) {
+             Scheduler::Depths d = p.QueueDepths();
+             py::dict out;
+             out["in_progress"] = d.in_progress;
+             out["reorder_buffer"] = d.ready;
+             out["spilled"] = d.spilled;
+             out["retry"] = d.retry;
+             return out; })
       .def("requeue", [](Pump& p, uint32_t worker) { Check(p.Requeue(worker)); });
 }
 

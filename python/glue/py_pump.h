@@ -53,6 +53,7 @@ class Pump {
   // [(batch_id, worker, index), ...] of the tasks in flight.
   PyObject* InFlight();
   void Clear() { sched_.Clear(); }
+  Scheduler::Depths QueueDepths() const { return sched_.QueueDepths(); }
   Status Requeue(uint32_t worker) { return sched_.Requeue(worker); }
 
  private:

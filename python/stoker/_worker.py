@@ -7,6 +7,7 @@ that rely on them behave the same.
 """
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import random
@@ -164,6 +165,11 @@ def _task_description(batch_id, kind, payload) -> str:
 
 
 def worker_main(cfg: WorkerConfig):
+    # Everything a forked worker inherited is the parent's: move it out of
+    # the collector's reach, so collections here never write to those objects
+    # (a collection writes to every object it visits, and each write copies a
+    # page of the parent's heap into this worker).  Cheap: it moves list heads.
+    gc.freeze()
     # Ctrl-C goes to the whole process group; the main process handles it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

@@ -29,8 +29,13 @@ from stoker._diagnose import OomWatch
 from stoker._worker import ArenaHandle, WorkerConfig, worker_main, publish_batch
 from stoker.errors import ErrorReport, LoaderTimeout, WorkerCrashed, describe_exit, short_repr
 
-#: Default byte budget of the slot pool (documented in README.md).
+#: Default byte budget of the slot pool (documented in README.md), lowered
+#: to a quarter of the machine's (or container's) memory where that is less.
 DEFAULT_MAX_MEMORY = 1 << 30
+
+
+def default_max_memory() -> int:
+    return max(1 << 20, min(DEFAULT_MAX_MEMORY, N.lib.memory_limit() // 4 // 4096 * 4096))
 
 # How long a worker busy in user code may take to notice a shutdown before it
 # is killed.  Workers hold nothing that needs cleaning up.
@@ -51,6 +56,9 @@ class DataLoader(torch.utils.data.DataLoader):
         batch larger than the budget is an error naming its indices; batches
         the training loop keeps past the budget are copied out of the pool.
     output: "torch" (default) for torch tensors, "numpy" for numpy arrays.
+    progress: show a live line while iterating (tqdm where installed) with
+        batches/s, MB/s, the share of time the loop waits for data, the pool's
+        shared memory and the process tree's PSS.
     max_worker_restarts: how many times, per iterator, a worker that dies is
         replaced (default 0: raise stoker.WorkerCrashed).  The batches it held
         are loaded again, so every index is still delivered exactly once and in
@@ -63,7 +71,8 @@ class DataLoader(torch.utils.data.DataLoader):
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor: Optional[int] = None, persistent_workers: bool = False,
                  pin_memory_device: str = "", in_order: bool = True,
-                 max_memory: int = DEFAULT_MAX_MEMORY, output: str = "torch", max_worker_restarts: int = 0):
+                 max_memory: Optional[int] = None, output: str = "torch", max_worker_restarts: int = 0,
+                 progress: bool = False):
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
         super().__init__(dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
@@ -73,8 +82,15 @@ class DataLoader(torch.utils.data.DataLoader):
                          generator=generator, prefetch_factor=prefetch_factor,
                          persistent_workers=persistent_workers, pin_memory_device=pin_memory_device,
                          in_order=in_order)
+        if max_memory is None:
+            max_memory = default_max_memory()
         if not isinstance(max_memory, int) or isinstance(max_memory, bool) or max_memory < (1 << 20):
             raise ValueError(f"max_memory should be an int of at least 1 MiB (1048576 bytes), but got {max_memory!r}")
+        limit = N.lib.memory_limit()
+        if max_memory > limit:
+            raise ValueError(f"max_memory={max_memory} bytes is more than this machine can hold: its memory "
+                             f"(MemTotal, or the memory limit of this process's cgroup) is {limit} bytes; "
+                             "lower max_memory")
         if output not in ("torch", "numpy"):
             raise ValueError(f"output should be 'torch' or 'numpy', but got {output!r}")
         if not isinstance(max_worker_restarts, int) or max_worker_restarts < 0:
@@ -85,6 +101,7 @@ class DataLoader(torch.utils.data.DataLoader):
         self.max_memory = max_memory
         self.output = output
         self.max_worker_restarts = max_worker_restarts
+        self.progress = bool(progress)
         # torch's __init__ replaces a missing collate_fn with its default;
         # remember whether the user gave one so the native collate can run.
         self._user_collate_fn = collate_fn
@@ -94,10 +111,19 @@ class DataLoader(torch.utils.data.DataLoader):
             self.check_worker_number_rationality()
         return _StokerIter(self)
 
-    def stats(self) -> dict:
-        """Memory, slot and worker statistics of the live iterator (empty if none)."""
+    def stats(self, memory: bool = True) -> dict:
+        """Statistics of the live (or last) iterator; {} before the first.
+
+        Memory: max_memory, budget_bytes, arena_bytes (what the pool holds),
+        slots / slot_bytes by state (free, queued, filling, ready, held: held
+        is the training loop's), main / workers with RSS, PSS and USS (with
+        memory=True; /proc reads, about 0.1 ms per process) and tree_pss.
+        Work: workers' batches, busy_s and busy_fraction; queues (in_progress,
+        reorder_buffer, spilled, retry, per_worker ring depth); throughput
+        (batches, batches_per_s, bytes_per_s, stall_s and stall_fraction: the
+        time the training loop waited in next()).  docs/memory.md has more."""
         it = self._iterator if self._iterator is not None else getattr(self, "_last_iter", lambda: None)()
-        return it.stats() if it is not None else {}
+        return it.stats(memory) if it is not None else {}
 
 
 def _is_default(fn, name: str) -> bool:
@@ -137,7 +163,7 @@ class _StokerIter(_BaseDataLoaderIter):
         self._oom_watch = []
         self._restarts_left = loader.max_worker_restarts
         self.restarts = []  # one record per replaced worker
-        self._stats = _Throughput()
+        self._stats = _Throughput(self._engine)
         if nw > 0:
             self._start_workers(loader)
         self._reset(loader, first_iter=True)
@@ -189,6 +215,19 @@ class _StokerIter(_BaseDataLoaderIter):
         if self._num_workers:
             self._pump.reset(self._sampler_iter, not first_iter)
         self._stats.reset()
+        self._close_progress()
+        if loader.progress:
+            from stoker._progress import Progress
+            try:
+                total = len(loader)
+            except TypeError:
+                total = None
+            self._progress = Progress(self.stats, total)
+
+    def _close_progress(self):
+        progress, self._progress = getattr(self, "_progress", None), None
+        if progress is not None:
+            progress.close()
 
     def _shutdown_workers(self):
         if self._shutdown or os.getpid() != self._owner_pid:
@@ -196,6 +235,7 @@ class _StokerIter(_BaseDataLoaderIter):
             # an old iterator inside a new worker): the parent owns the workers.
             return
         self._shutdown = True
+        self._close_progress()
         engine = getattr(self, "_engine", None)
         if engine is None:
             return
@@ -304,10 +344,16 @@ class _StokerIter(_BaseDataLoaderIter):
 
     def __next__(self):
         t0 = self._stats.now()
-        data = self._next_data()
+        try:
+            data = self._next_data()
+        except StopIteration:
+            self._close_progress()
+            raise
         if self._pin_memory:  # both paths: register what the arena grew by
             self._pin_new_memory()
         self._stats.batch(t0)
+        if self._progress is not None:
+            self._progress.update()
         self._num_yielded += 1
         if (self._is_iterable and self._IterableDataset_len_called is not None
                 and self._num_yielded > self._IterableDataset_len_called):
@@ -337,9 +383,18 @@ class _StokerIter(_BaseDataLoaderIter):
             return
         self._pinned_upto = committed
 
-    def stats(self) -> dict:
-        st = self._engine.stats()
-        st.update(self._stats.snapshot())
+    def stats(self, memory: bool = True) -> dict:
+        st = self._engine.stats(memory)
+        t = self._stats.snapshot(st["delivered_bytes"])
+        if self._num_workers:
+            q = self._pump.queue_depths()
+        else:
+            q = {"in_progress": 0, "reorder_buffer": 0, "spilled": 0, "retry": 0}
+        q["per_worker"] = [w["queued"] for w in st["workers"]]
+        st["queues"] = q
+        st["throughput"] = t
+        if memory:
+            st["tree_pss"] = st["main"]["pss"] + sum(w["pss"] for w in st["workers"])
         return st
 
     def __getstate__(self):
@@ -363,23 +418,26 @@ class _LocalPort:
 
 
 class _Throughput:
-    """Batches/s and the training loop's stall time (time spent in __next__)."""
+    """Batches/s, bytes/s and the training loop's stall time (the time spent
+    in __next__ waiting for a batch), per epoch."""
 
-    def __init__(self):
-        import time
+    def __init__(self, engine):
         self.now = time.perf_counter
+        self._engine = engine
         self.reset()
 
     def reset(self):
         self.start = self.now()
         self.batches = 0
         self.stall = 0.0
+        self.bytes0 = self._engine.stats(False)["delivered_bytes"]
 
     def batch(self, t0):
         self.batches += 1
         self.stall += self.now() - t0
 
-    def snapshot(self):
+    def snapshot(self, delivered_bytes: int) -> dict:
         elapsed = max(self.now() - self.start, 1e-9)
         return {"batches": self.batches, "batches_per_s": self.batches / elapsed,
-                "stall_s": self.stall, "elapsed_s": elapsed}
+                "bytes_per_s": (delivered_bytes - self.bytes0) / elapsed,
+                "stall_s": self.stall, "stall_fraction": min(1.0, self.stall / elapsed), "elapsed_s": elapsed}

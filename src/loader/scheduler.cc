@@ -326,6 +326,18 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
   }
 }
 
+Scheduler::Depths Scheduler::QueueDepths() const {
+  Depths d{InProgress(), 0, 0, retry_.size()};
+  auto count = [&d](const Ready& r) {
+    if (r.kind == ReadyKind::kStop) return;
+    ++d.ready;
+    if (r.spilled) ++d.spilled;
+  };
+  for (const auto& [bid, r] : ready_in_order_) count(r);
+  for (const auto& [bid, r] : ready_fifo_) count(r);
+  return d;
+}
+
 std::vector<InFlight> Scheduler::InFlightTasks() const {
   std::vector<InFlight> v;
   for (const auto& [bid, t] : tasks_) v.push_back(InFlight{bid, t.worker, t.token});

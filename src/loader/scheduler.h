@@ -98,6 +98,14 @@ class Scheduler {
   Status Requeue(uint32_t worker);
   // Tasks in flight in this epoch, oldest first (for timeout/crash reports).
   std::vector<InFlight> InFlightTasks() const;
+  // Queue depths, for stats.
+  struct Depths {
+    size_t in_progress;  // dispatched to a worker, not finished
+    size_t ready;        // finished, waiting for their turn (the reorder buffer)
+    size_t spilled;      // ... of which moved to private memory
+    size_t retry;        // handed back or orphaned, waiting to be sent again
+  };
+  Depths QueueDepths() const;
   // Called around the blocking wait (e.g. to release a GIL).
   void SetBlockingHooks(std::function<void()> before, std::function<void()> after) {
     before_block_ = std::move(before);

@@ -1,4 +1,5 @@
 import collections
+import os
 
 import numpy as np
 import torch
@@ -31,3 +32,17 @@ def assert_same(a, b, path="batch"):
 
 def batches(loader):
     return list(loader)
+
+
+def memory_cgroup():
+    """This process's cgroup v1 memory directory, if writable (else None)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _hid, ctrl, path = line.strip().split(":", 2)
+                if "memory" in ctrl.split(","):
+                    d = f"/sys/fs/cgroup/memory{path}"
+                    return d if os.access(d, os.W_OK) else None
+    except OSError:
+        pass
+    return None

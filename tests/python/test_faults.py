@@ -15,6 +15,7 @@ from torch.utils.data import Dataset, IterableDataset
 
 import stoker
 from leaks import Baseline, alive, children, wait_gone
+from helpers import memory_cgroup
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
@@ -173,19 +174,6 @@ def test_sigkill_by_hand_is_not_called_oom(clean):
     del it
 
 
-def _memory_cgroup():
-    try:
-        with open("/proc/self/cgroup") as f:
-            for line in f:
-                _hid, ctrl, path = line.strip().split(":", 2)
-                if "memory" in ctrl.split(","):
-                    d = f"/sys/fs/cgroup/memory{path}"
-                    return d if os.access(d, os.W_OK) else None
-    except OSError:
-        pass
-    return None
-
-
 class Hog(Dataset):
     def __init__(self, cgroup):
         self.cgroup = cgroup
@@ -203,7 +191,7 @@ class Hog(Dataset):
 
 
 def test_oom_kill_is_named(clean):
-    parent = _memory_cgroup()
+    parent = memory_cgroup()
     if parent is None:
         pytest.skip("no writable cgroup v1 memory controller here")
     cg = os.path.join(parent, f"stoker_oom_{os.getpid()}")

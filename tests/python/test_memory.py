@@ -146,3 +146,45 @@ def test_samples_past_max_memory_fail_clearly_every_time_and_never_hang(num_work
             errors += 1
     assert errors == 3, "each index fails on its own, and the loader goes on"
     del it
+
+
+CGROUP_SCRIPT = """
+import os, sys
+with open(os.path.join(sys.argv[1], "cgroup.procs"), "w") as f:
+    f.write(str(os.getpid()))
+sys.path.insert(0, sys.argv[2])
+import stoker
+from datasets import IndexDataset
+print(stoker.DataLoader(IndexDataset(4), num_workers=2).max_memory)
+try:
+    stoker.DataLoader(IndexDataset(4), num_workers=2, max_memory=512 << 20)
+except ValueError as e:
+    print(e)
+"""
+
+
+def test_a_budget_the_machine_cannot_hold_is_refused_and_the_default_fits():
+    import os
+    import subprocess
+    import sys
+    import time
+    from helpers import memory_cgroup
+    parent = memory_cgroup()
+    if parent is None:
+        pytest.skip("no writable cgroup v1 memory controller here")
+    cg = os.path.join(parent, f"stoker_budget_{os.getpid()}")
+    os.mkdir(cg)
+    try:
+        with open(os.path.join(cg, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(256 << 20))
+        out = subprocess.run([sys.executable, "-c", CGROUP_SCRIPT, cg, os.path.dirname(os.path.abspath(__file__))],
+                             capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        assert out.returncode == 0, out.stderr[-2000:]
+        default, msg = out.stdout.strip().split("\n", 1)
+        assert int(default) == 64 << 20, "the default budget is a quarter of the container's memory"
+        assert "max_memory=536870912 bytes is more than this machine can hold" in msg, msg
+        assert "268435456 bytes" in msg and "lower max_memory" in msg, msg
+    finally:
+        time.sleep(0.2)
+        os.rmdir(cg)

@@ -1,0 +1,65 @@
+"""progress=True: a live line with throughput, stall and memory.
+
+Uses tqdm where it is installed (a bar with the numbers as its postfix);
+otherwise rewrites one line on stderr.  Numbers are refreshed at most every
+half second, so the display costs nothing per batch."""
+from __future__ import annotations
+
+import sys
+import time
+
+_MIB = 1 << 20
+
+
+def describe(st: dict) -> str:
+    t = st["throughput"]
+    text = (f"{t['batches_per_s']:.1f} batch/s, {t['bytes_per_s'] / 1e6:.0f} MB/s, "
+            f"stall {100 * t['stall_fraction']:.0f}%, shm {st['arena_bytes'] / _MIB:.0f}/"
+            f"{st['max_memory'] / _MIB:.0f} MiB")
+    if "tree_pss" in st:
+        text += f", PSS {st['tree_pss'] / _MIB:.0f} MiB"
+    return text
+
+
+class Progress:
+    INTERVAL_S = 0.5
+
+    def __init__(self, stats, total, desc: str = "stoker"):
+        self._stats = stats  # a callable returning loader stats
+        self._last = 0.0
+        self._count = 0
+        self._total = total
+        self._desc = desc
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            self._bar = None
+        else:
+            self._bar = tqdm(total=total, unit="batch", desc=desc, dynamic_ncols=True)
+
+    def update(self):
+        self._count += 1
+        if self._bar is not None:
+            self._bar.update(1)
+        now = time.monotonic()
+        if now - self._last < self.INTERVAL_S:
+            return
+        self._last = now
+        self.show(describe(self._stats()))
+
+    def show(self, text: str):
+        if self._bar is not None:
+            self._bar.set_postfix_str(text, refresh=True)
+        else:
+            of = f"/{self._total}" if self._total else ""
+            sys.stderr.write(f"\r{self._desc}: {self._count}{of} batches, {text}\x1b[K")
+            sys.stderr.flush()
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        elif self._count:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+        self._count = 0

@@ -1,0 +1,88 @@
+"""loader.stats() and progress=True: memory, slots, queues, throughput."""
+import sys
+import time
+
+import pytest
+import torch
+from torch.utils.data import Dataset
+
+import stoker
+from datasets import BigDataset
+
+
+class Slow(Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        time.sleep(0.004)
+        return torch.full((1024,), float(i))
+
+
+def test_stats_show_memory_by_process_and_by_slot_state():
+    loader = stoker.DataLoader(BigDataset(64, 4096), batch_size=4, num_workers=2, max_memory=32 << 20)
+    assert loader.stats() == {}, "no iterator yet"
+    it = iter(loader)
+    held = [next(it) for _ in range(3)]
+    st = loader.stats()
+    assert st["max_memory"] == 32 << 20 and 0 < st["budget_bytes"] < st["max_memory"]
+    assert 0 < st["arena_bytes"] <= st["max_memory"]
+    assert st["slots"]["held"] == 3 and st["slot_bytes"]["held"] >= 3 * 4 * 4096 * 4
+    assert sum(st["slot_bytes"].values()) == st["resident_bytes"]
+    assert len(st["workers"]) == 2
+    for w in st["workers"] + [st["main"]]:
+        assert 0 < w["uss"] <= w["pss"] <= w["rss"], w
+    assert st["tree_pss"] == st["main"]["pss"] + sum(w["pss"] for w in st["workers"])
+    q = st["queues"]
+    assert set(q) == {"in_progress", "reorder_buffer", "spilled", "retry", "per_worker"}
+    assert q["in_progress"] + q["reorder_buffer"] <= 2 * 2
+    assert st["throughput"]["batches"] == 3
+    del held
+    assert loader.stats()["slots"]["held"] == 0
+    fast = loader.stats(memory=False)
+    assert "tree_pss" not in fast and fast["workers"][0]["pss"] == 0
+    for _ in it:
+        pass
+
+
+def test_busy_fraction_stall_and_rates():
+    it = iter(stoker.DataLoader(Slow(), batch_size=4, num_workers=2))
+    n = sum(1 for _ in it)
+    st = it.stats()
+    t = st["throughput"]
+    assert t["batches"] == n == 16
+    assert t["batches_per_s"] > 0 and t["bytes_per_s"] >= 16 * 4 * 4096 / t["elapsed_s"] * 0.99
+    assert 0.5 < t["stall_fraction"] <= 1.0, "a loop that only waits for slow samples is stalled"
+    assert t["stall_s"] <= t["elapsed_s"]
+    for w in st["workers"]:
+        assert 0.3 < w["busy_fraction"] <= 1.0, w
+        assert w["batches"] == 8 and w["busy_s"] >= 8 * 4 * 0.004
+
+
+def test_stats_for_in_process_loading():
+    it = iter(stoker.DataLoader(BigDataset(8, 16), batch_size=2))
+    list(it)
+    st = it.stats()
+    assert st["workers"] == [] and st["throughput"]["batches"] == 4 and st["delivered_batches"] == 4
+
+
+def test_progress_with_tqdm(capsys):
+    pytest.importorskip("tqdm")
+    from stoker import _progress
+    _progress.Progress.INTERVAL_S = 0.0
+    try:
+        assert len(list(stoker.DataLoader(BigDataset(16, 64), batch_size=4, num_workers=2, progress=True))) == 4
+    finally:
+        _progress.Progress.INTERVAL_S = 0.5
+    err = capsys.readouterr().err
+    assert "4/4" in err and "batch/s" in err and "stall" in err and "shm" in err and "PSS" in err, err
+
+
+def test_progress_without_tqdm(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    from stoker import _progress
+    monkeypatch.setattr(_progress.Progress, "INTERVAL_S", 0.0)
+    assert len(list(stoker.DataLoader(BigDataset(16, 64), batch_size=4, num_workers=0, progress=True))) == 4
+    err = capsys.readouterr().err
+    assert "stoker: 4/4 batches" in err and "MB/s" in err and err.endswith("\n"), err
