@@ -1,5 +1,7 @@
 import collections
+import contextlib
 import os
+import time
 
 import numpy as np
 import torch
@@ -46,3 +48,22 @@ def memory_cgroup():
     except OSError:
         pass
     return None
+
+
+@contextlib.contextmanager
+def limited_cgroup(limit_bytes: int, tag: str):
+    """A child memory cgroup (v1) limited to limit_bytes; skips the test where
+    there is no writable memory controller.  Removed afterwards."""
+    import pytest
+    parent = memory_cgroup()
+    if parent is None:
+        pytest.skip("no writable cgroup v1 memory controller here")
+    cg = os.path.join(parent, f"stoker_{tag}_{os.getpid()}")
+    os.mkdir(cg)
+    try:
+        with open(os.path.join(cg, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(limit_bytes))
+        yield cg
+    finally:
+        time.sleep(0.2)  # the last member's exit must be accounted first
+        os.rmdir(cg)

@@ -15,7 +15,7 @@ from torch.utils.data import Dataset, IterableDataset
 
 import stoker
 from leaks import Baseline, alive, children, wait_gone
-from helpers import memory_cgroup
+from helpers import limited_cgroup
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
@@ -191,20 +191,10 @@ class Hog(Dataset):
 
 
 def test_oom_kill_is_named(clean):
-    parent = memory_cgroup()
-    if parent is None:
-        pytest.skip("no writable cgroup v1 memory controller here")
-    cg = os.path.join(parent, f"stoker_oom_{os.getpid()}")
-    os.mkdir(cg)
-    try:
-        with open(os.path.join(cg, "memory.limit_in_bytes"), "w") as f:
-            f.write(str(64 << 20))
+    with limited_cgroup(64 << 20, "oom") as cg:
         with pytest.raises(stoker.WorkerCrashed) as err:
             list(stoker.DataLoader(Hog(cg), batch_size=1, num_workers=2))
         assert err.value.oom and "OOM killer" in str(err.value), str(err.value)
-    finally:
-        time.sleep(0.2)
-        os.rmdir(cg)
 
 
 # ---- hangs ------------------------------------------------------------------------

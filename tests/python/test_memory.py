@@ -167,24 +167,13 @@ def test_a_budget_the_machine_cannot_hold_is_refused_and_the_default_fits():
     import os
     import subprocess
     import sys
-    import time
-    from helpers import memory_cgroup
-    parent = memory_cgroup()
-    if parent is None:
-        pytest.skip("no writable cgroup v1 memory controller here")
-    cg = os.path.join(parent, f"stoker_budget_{os.getpid()}")
-    os.mkdir(cg)
-    try:
-        with open(os.path.join(cg, "memory.limit_in_bytes"), "w") as f:
-            f.write(str(256 << 20))
+    from helpers import limited_cgroup
+    with limited_cgroup(256 << 20, "budget") as cg:
         out = subprocess.run([sys.executable, "-c", CGROUP_SCRIPT, cg, os.path.dirname(os.path.abspath(__file__))],
                              capture_output=True, text=True, timeout=120,
                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-        assert out.returncode == 0, out.stderr[-2000:]
-        default, msg = out.stdout.strip().split("\n", 1)
-        assert int(default) == 64 << 20, "the default budget is a quarter of the container's memory"
-        assert "max_memory=536870912 bytes is more than this machine can hold" in msg, msg
-        assert "268435456 bytes" in msg and "lower max_memory" in msg, msg
-    finally:
-        time.sleep(0.2)
-        os.rmdir(cg)
+    assert out.returncode == 0, out.stderr[-2000:]
+    default, msg = out.stdout.strip().split("\n", 1)
+    assert int(default) == 64 << 20, "the default budget is a quarter of the container's memory"
+    assert "max_memory=536870912 bytes is more than this machine can hold" in msg, msg
+    assert "268435456 bytes" in msg and "lower max_memory" in msg, msg
