@@ -1,5 +1,6 @@
 """Zero-copy batches and the byte-bounded slot pool."""
 import re
+import time
 import warnings
 
 import numpy as np
@@ -177,3 +178,50 @@ def test_a_budget_the_machine_cannot_hold_is_refused_and_the_default_fits():
     assert int(default) == 64 << 20, "the default budget is a quarter of the container's memory"
     assert "max_memory=536870912 bytes is more than this machine can hold" in msg, msg
     assert "268435456 bytes" in msg and "lower max_memory" in msg, msg
+
+
+class GrowingMap(IndexDataset):
+    """Samples that jump from 64 KiB to 1.6 MiB: batches outgrow their regions
+    while a tight pool is full.  The first big batch is slow, so in order the
+    later ones fill the pool while it is made."""
+
+    def __getitem__(self, i):
+        if i == 24:
+            time.sleep(0.3)
+        return torch.full(((16 << 10) * (1 + 12 * (i // 24)),), float(i))
+
+
+class GrowingStream(torch.utils.data.IterableDataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        for i in range(info.id, self.n, info.num_workers):
+            if i == 24:
+                time.sleep(0.3)  # worker 1's big batches fill the pool meanwhile
+            yield torch.full(((16 << 10) * (1 + 12 * (i // 24)),), float(i))
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_tight_pool_with_growing_batches_delivers_everything_once(in_order):
+    it = iter(stoker.DataLoader(GrowingMap(72), batch_size=2, num_workers=2, max_memory=8 << 20,
+                                in_order=in_order, prefetch_factor=4))
+    got = []
+    for b in it:
+        got += b[:, 0].tolist()
+        assert it.stats(memory=False)["arena_bytes"] <= 8 << 20
+    assert (got if in_order else sorted(got)) == [float(i) for i in range(72)]
+    st = it.stats(memory=False)
+    if in_order:
+        assert st["cancelled"] > 0 and st["spills"] > 0, f"the test should fill the pool while batch 12 waits: {st}"
+
+
+def test_iterable_dataset_items_survive_a_handed_back_batch():
+    it = iter(stoker.DataLoader(GrowingStream(72), batch_size=2, num_workers=2, max_memory=8 << 20,
+                                prefetch_factor=4))
+    got = []
+    for b in it:
+        got += b[:, 0].tolist()
+    assert sorted(got) == [float(i) for i in range(72)], "no item lost or read twice"
+    assert it.stats(memory=False)["cancelled"] > 0
