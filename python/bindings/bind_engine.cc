@@ -27,6 +27,7 @@ void BindEngine(py::module_& m) {
       .def("watch", [](Engine& e, uint32_t w, int pid) { Check(e.Watch(w, pid)); })
       .def("forget", &Engine::Forget)
       .def("shutdown", &Engine::Shutdown)
+      .def("set_epoch", &Engine::SetEpoch)
       .def("stats", [](Engine& e, bool process_memory) { return Steal(StatsDict(e, process_memory)); },
            py::arg("process_memory") = false);
 }

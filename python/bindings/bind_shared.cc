@@ -1,10 +1,17 @@
 // Binds src/shared/ (shared memory blocks and containers).  Registration only.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
 
 #include "glue/errors.h"
 #include "glue/py_shared.h"
 #include "shared/shared_block.h"
 #include "shared/string_list.h"
+#include "stoker/bag_sampler.h"
+#include "stoker/shared_counter.h"
+#include "stoker/shared_lock.h"
 
 namespace py = pybind11;
 
@@ -41,6 +48,72 @@ void BindShared(py::module_& m) {
       .def_property_readonly("nbytes", [](const StringListView& v) { return v.block().size(); })
       .def("__reduce__", [](py::object self) {
              return py::module_::import("stoker.shared").attr("_reduce_string_list")(self); });
+
+  py::class_<SharedLock, std::shared_ptr<SharedLock>>(m, "SharedLock")
+      .def_static("create", [] { return Check(SharedLock::Create()); })
+      .def_static("_open", [](std::shared_ptr<SharedBlock> b) { return Check(SharedLock::Open(std::move(b))); })
+      .def("acquire", [](SharedLock& l, double timeout_s) {
+             // Returns (acquired, previous_owner_died).  Waits without the GIL:
+             // the holder may be another thread of this process.
+             bool died = false;
+             if (l.TryLock(&died)) return std::make_pair(true, died);
+             if (timeout_s == 0) return std::make_pair(false, false);
+             Status st;
+             {
+               py::gil_scoped_release nogil;
+               st = l.Lock(timeout_s < 0 ? -1 : static_cast<int64_t>(timeout_s * 1e9), &died);
+             }
+             if (st.IsTimeout()) return std::make_pair(false, false);
+             Check(st);
+             return std::make_pair(true, died);
+           }, py::arg("timeout_s"))
+      .def("release", [](SharedLock& l) { Check(l.Unlock()); })
+      .def_property_readonly("owner_deaths", &SharedLock::owner_deaths)
+      .def_property_readonly("block", &SharedLock::block);
+
+  py::class_<SharedCounter, std::shared_ptr<SharedCounter>>(m, "SharedCounter")
+      .def_static("create", [](int64_t v) { return Check(SharedCounter::Create(v)); })
+      .def_static("_open", [](std::shared_ptr<SharedBlock> b) { return Check(SharedCounter::Open(std::move(b))); })
+      .def("load", &SharedCounter::Load)
+      .def("store", &SharedCounter::Store)
+      .def("add", &SharedCounter::Add)
+      .def("exchange", &SharedCounter::Exchange)
+      .def("compare_exchange", [](SharedCounter& c, int64_t expected, int64_t desired) {
+             const bool ok = c.CompareExchange(&expected, desired);
+             return std::make_pair(ok, expected); })
+      .def_property_readonly("block", &SharedCounter::block);
+
+  static py::exception<void> bag_exhausted(m, "BagExhausted", PyExc_LookupError);
+  py::class_<BagSampler, std::shared_ptr<BagSampler>>(m, "NativeBagSampler")
+      .def_static("create", [](const std::vector<uint32_t>& sizes, uint32_t k, const std::vector<double>& w,
+                               uint32_t mode, uint64_t seed) {
+             return Check(BagSampler::Create(sizes, k, w, static_cast<OnExhausted>(mode), seed)); })
+      .def_static("_open", [](std::shared_ptr<SharedBlock> b) { return Check(BagSampler::Open(std::move(b))); })
+      .def("draw", [](BagSampler& s, int64_t bag, bool with_cycle) -> py::object {
+             thread_local std::vector<int64_t> picks;
+             uint64_t cycle = 0;
+             Status st = bag < 0 ? Status::InvalidArgument("BagSampler: no bag " + std::to_string(bag))
+                                 : s.Draw(static_cast<uint32_t>(bag), &picks, &cycle);
+             if (st.IsResourceExhausted()) {
+               PyErr_SetString(bag_exhausted.ptr(), ("stoker: " + st.message()).c_str());
+               throw py::error_already_set();
+             }
+             Check(st);
+             py::array_t<int64_t> out(static_cast<py::ssize_t>(picks.size()));
+             if (!picks.empty()) std::memcpy(out.mutable_data(), picks.data(), picks.size() * sizeof(int64_t));
+             if (with_cycle) return py::make_tuple(cycle, out);
+             return std::move(out);
+           }, py::arg("bag"), py::arg("with_cycle") = false)
+      .def("set_weights", [](BagSampler& s, uint32_t bag, py::array_t<double, py::array::c_style | py::array::forcecast> w) {
+             Check(s.SetWeights(bag, w.data(), static_cast<uint32_t>(w.size()))); })
+      .def("reset", [](BagSampler& s, uint32_t bag) { Check(s.Reset(bag)); })
+      .def("remaining", [](BagSampler& s, uint32_t bag) { return Check(s.Remaining(bag)); })
+      .def("bag_size", &BagSampler::bag_size)
+      .def_property_readonly("num_bags", &BagSampler::num_bags)
+      .def_property_readonly("k", &BagSampler::k)
+      .def_property_readonly("draws", &BagSampler::draws)
+      .def_property_readonly("recoveries", &BagSampler::recoveries)
+      .def_property_readonly("block", &BagSampler::block);
 }
 
 }  // namespace stoker::glue

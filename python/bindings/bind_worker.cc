@@ -18,6 +18,7 @@ void BindWorker(py::module_& m) {
       .def_static("from_engine", [](Engine& e, uint32_t id) {
              return std::make_shared<WorkerPort>(std::shared_ptr<Arena>(e.shared_from_this(), &e.arena()), id); })
       .def_property_readonly("id", &WorkerPort::id)
+      .def_property_readonly("epoch", &WorkerPort::epoch)
       .def("next_task", [](WorkerPort& p) { return Steal(NextTask(p)); })
       .def("publish", [](WorkerPort& p, uint32_t slot, py::handle obj, int mode, bool numpy_mode) {
              int r = PublishBatch(p, slot, obj.ptr(), static_cast<PublishMode>(mode), numpy_mode);

@@ -122,6 +122,24 @@ class _Fetcher:
         return cfg.dataset[index]
 
 
+class _EpochFollower:
+    """Calls dataset.set_epoch(e) in this worker when loader.set_epoch(e)
+    changed the epoch, before the worker produces anything of that epoch."""
+
+    def __init__(self, dataset, port):
+        self.set_epoch = getattr(dataset, "set_epoch", None)
+        self.port = port
+        self.seen = -1
+
+    def follow(self):
+        if self.set_epoch is None:
+            return
+        e = self.port.epoch
+        if e != self.seen and e >= 0:
+            self.seen = e
+            self.set_epoch(e)
+
+
 def _default_collate_py(samples, numpy_mode):
     if numpy_mode or not N.HAVE_TORCH:
         from stoker._collate_np import default_collate
@@ -182,11 +200,13 @@ def worker_main(cfg: WorkerConfig):
     init_error = None      # reported with the first task, like torch
     started = False        # seeding and worker_init_fn succeeded (else permanent)
     fetcher = None
+    epoch = _EpochFollower(cfg.dataset, port)
     try:
         _seed_like_torch(cfg)
         if cfg.worker_init_fn is not None:
             cfg.worker_init_fn(cfg.worker_id)
         started = True
+        epoch.follow()
         fetcher = _Fetcher(cfg)
     except Exception as e:
         init_error = ErrorReport(e, where + (" in iter(dataset)" if started else " during start-up (worker_init_fn)"))
@@ -202,6 +222,7 @@ def worker_main(cfg: WorkerConfig):
                 iteration_end = False
                 if started:  # a new epoch gets a new iterator; a failed init stays failed
                     try:
+                        epoch.follow()
                         fetcher = _Fetcher(cfg)
                         init_error, init_reported = None, False
                     except Exception as e:
@@ -221,6 +242,7 @@ def worker_main(cfg: WorkerConfig):
                 port.publish_stop(slot)
                 continue
             try:
+                epoch.follow()
                 data = fetcher.fetch(kind, payload)
                 if not publish_batch(port, slot, data, cfg) and cfg.is_iterable:
                     fetcher.stash = data

@@ -106,6 +106,28 @@ class DataLoader(torch.utils.data.DataLoader):
         # remember whether the user gave one so the native collate can run.
         self._user_collate_fn = collate_fn
 
+    def set_epoch(self, epoch: int):
+        """Starts epoch `epoch` everywhere: calls set_epoch(epoch) on the
+        sampler and batch sampler that have one (DistributedSampler does), and
+        on the dataset in every worker (persistent ones included) before the
+        worker produces anything more, or in this process without workers."""
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+            raise ValueError(f"epoch should be a non-negative int, but got {epoch!r}")
+        self._epoch = epoch
+        seen = set()
+        for s in (self.sampler, self.batch_sampler, getattr(self.batch_sampler, "sampler", None)):
+            fn = getattr(s, "set_epoch", None)
+            if fn is not None and id(s) not in seen:
+                seen.add(id(s))
+                fn(epoch)
+        if self.num_workers == 0:
+            fn = getattr(self.dataset, "set_epoch", None)
+            if fn is not None:
+                fn(epoch)
+        it = self._iterator if self._iterator is not None else getattr(self, "_last_iter", lambda: None)()
+        if it is not None:
+            it._engine.set_epoch(epoch)
+
     def _get_iterator(self):
         if self.num_workers > 0:
             self.check_worker_number_rationality()
@@ -153,6 +175,8 @@ class _StokerIter(_BaseDataLoaderIter):
             self._convert = self._wcollate is None
         self._max_memory = loader.max_memory
         self._engine = N.Engine(nw, loader.max_memory, max(256, 4 * self._prefetch + 64))
+        if getattr(loader, "_epoch", None) is not None:
+            self._engine.set_epoch(loader._epoch)
         self._shutdown = False
         if nw:
             self._pump = N.lib.Pump(self._engine, nw, self._prefetch, self._in_order, self._is_iterable,

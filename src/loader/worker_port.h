@@ -44,6 +44,8 @@ class WorkerPort {
   void Publish(uint32_t slot, SlotResult result, uint64_t used);
 
   uint32_t id() const { return id_; }
+  // The loader's epoch (Engine::SetEpoch), -1 until set.
+  int64_t epoch() const { return arena_->control()->epoch.load(std::memory_order_acquire); }
   Arena& arena() { return *arena_; }
 
  private:

@@ -47,6 +47,7 @@ Result<std::shared_ptr<Arena>> Arena::Create(const ArenaGeometry& g) {
   c->max_slots = g.max_slots;
   c->reserve_bytes = reserve;
   c->max_memory = max_memory;
+  c->epoch.store(-1, std::memory_order_relaxed);
   c->workers_offset = workers_off;
   c->slots_offset = slots_off;
   c->data_offset = data_off;

@@ -44,6 +44,7 @@ struct ControlBlock {
   std::atomic<uint64_t> committed_bytes;  // current memfd size (main writes); holes are not memory
   alignas(64) DoorbellLayout done_bell;   // main process waits here
   alignas(64) std::atomic<uint32_t> shutdown;  // 1: every worker should exit
+  std::atomic<int64_t> epoch;                  // set_epoch(); -1 until set
 };
 
 // What a worker is doing, for stats and crash reports.
