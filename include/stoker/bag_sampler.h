@@ -20,8 +20,8 @@
 // available again: the dead process returned them to no one) and counts a
 // recovery.  The bag is always consistent.
 //
-// Randomness: draw number t (a shared counter) uses a generator seeded with
-// (seed, t), so a run is reproducible given the order of draws.
+// Randomness: the t-th draw of bag b uses a generator seeded with
+// (seed, b, t), so a run is reproducible given the order of each bag's draws.
 #ifndef STOKER_BAG_SAMPLER_H_
 #define STOKER_BAG_SAMPLER_H_
 

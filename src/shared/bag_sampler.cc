@@ -1,5 +1,6 @@
 #include "stoker/bag_sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -50,7 +51,11 @@ int64_t* BagSampler::journal(uint32_t i) const {
 uint32_t BagSampler::num_bags() const { return h_->num_bags; }
 uint32_t BagSampler::k() const { return h_->k; }
 uint32_t BagSampler::bag_size(uint32_t i) const { return i < h_->num_bags ? bag(i)->size : 0; }
-uint64_t BagSampler::draws() const { return h_->draws.load(std::memory_order_relaxed); }
+uint64_t BagSampler::draws() const {
+  uint64_t n = 0;  // racy by a draw or two while others draw: a statistic
+  for (uint32_t i = 0; i < h_->num_bags; ++i) n += bag(i)->draws;
+  return n;
+}
 uint64_t BagSampler::recoveries() const { return h_->recoveries.load(std::memory_order_relaxed); }
 
 Result<std::shared_ptr<BagSampler>> BagSampler::Create(const std::vector<uint32_t>& bag_sizes, uint32_t k,
@@ -187,36 +192,51 @@ Status BagSampler::Draw(uint32_t i, std::vector<int64_t>* out, uint64_t* cycle) 
     }
   }
   const uint32_t n = std::min(k, b->remaining);
-  const uint64_t t = h_->draws.fetch_add(1, std::memory_order_relaxed);
-  SplitMix rng{h_->seed ^ (t * 0xD1B54A32D192ED03ull)};
+  // Draw number t of this bag seeds the generator: reproducible given the
+  // order of draws, with no counter shared by every drawer (a cache line
+  // every process would write).
+  const uint64_t t = b->draws++;
+  SplitMix rng{h_->seed ^ (uint64_t{i} * 0x9E3779B97F4A7C15ull) ^ (t * 0xD1B54A32D192ED03ull)};
   uint8_t* av = available() + b->first;
   const double* w = weights() + b->first;
   int64_t* picks = journal(i);
-  // Choose first (no shared writes), in the journal.
+  // Choose first (no shared writes), in the journal: k weighted picks
+  // without replacement.  A pick is drawn from all available instances by
+  // binary search over prefix sums, and drawn again if this draw already
+  // took it: exactly the sequential without-replacement probabilities.
+  thread_local std::vector<double> prefix;
+  prefix.resize(b->size);
   double total = 0;
-  for (uint32_t j = 0; j < b->size; ++j)
-    if (av[j]) total += w[j];
+  for (uint32_t j = 0; j < b->size; ++j) {
+    total += av[j] && w[j] > 0 ? w[j] : 0.0;
+    prefix[j] = total;
+  }
   uint32_t chosen = 0;
-  for (; chosen < n && total > 0; ++chosen) {
+  for (uint32_t tries = 0; chosen < n && total > 0; ++tries) {
     const double r = rng.Uniform() * total;
-    double acc = 0;
-    int64_t pick = -1, last = -1;
-    for (uint32_t j = 0; j < b->size; ++j) {
-      if (!av[j] || w[j] <= 0) continue;
-      bool taken = false;
-      for (uint32_t q = 0; q < chosen; ++q) taken |= picks[q] == j;
-      if (taken) continue;
-      last = j;
-      acc += w[j];
-      if (r < acc) {
-        pick = j;
-        break;
+    auto it = std::upper_bound(prefix.begin(), prefix.end(), r);
+    int64_t pick = it == prefix.end() ? b->size - 1 : it - prefix.begin();
+    while (pick > 0 && prefix[pick] == prefix[pick - 1]) --pick;  // rounding onto a zero weight
+    bool taken = prefix[pick] == (pick ? prefix[pick - 1] : 0.0);
+    for (uint32_t q = 0; q < chosen && !taken; ++q) taken = picks[q] == pick;
+    if (taken) {
+      if (tries < 64) continue;
+      // Most of the weight is already taken: pick among the rest directly.
+      double rest = 0;
+      pick = -1;
+      for (uint32_t j = 0; j < b->size; ++j) {
+        const double wj = prefix[j] - (j ? prefix[j - 1] : 0.0);
+        bool done = false;
+        for (uint32_t q = 0; q < chosen; ++q) done |= picks[q] == j;
+        if (!done && wj > 0) {
+          rest += wj;
+          if (rng.Uniform() * rest < wj) pick = j;  // reservoir choice, weight-proportional
+        }
       }
+      if (pick < 0) break;  // nothing left with a usable weight
     }
-    if (pick < 0) pick = last;  // rounding at the top end
-    if (pick < 0) break;
-    picks[chosen] = pick;
-    total -= w[pick];
+    picks[chosen++] = pick;
+    tries = 0;
   }
   // Then apply, journaled: a death from here on is rolled back.
   b->journal_n = chosen;

@@ -39,7 +39,6 @@ struct BagSamplerHeader {
   uint64_t total;        // instances over all bags
   uint64_t seed;
   uint64_t bags_at, weights_at, avail_at, journal_at;
-  std::atomic<uint64_t> draws;
   std::atomic<uint64_t> recoveries;
 };
 
@@ -56,6 +55,7 @@ struct alignas(64) BagState {
   uint32_t size;
   uint32_t remaining;      // available instances with weight > 0
   uint64_t cycle;          // starts at 0; +1 each time the bag starts over
+  uint64_t draws;          // draws of this bag so far (seeds each draw's generator)
   uint64_t journal_cycle;  // kNewCycle: the cycle being started
   uint32_t journal;        // BagJournal
   uint32_t journal_n;      // kTaking: picks recorded in the journal

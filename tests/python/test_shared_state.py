@@ -263,3 +263,24 @@ def test_set_epoch_without_workers():
     loader = stoker.DataLoader(ds, batch_size=4)
     loader.set_epoch(7)
     assert set(torch.cat(list(loader))[:, 1].tolist()) == {7}
+
+
+class LateState(Dataset):
+    """Gets its shared state after the loader is built."""
+
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, i):
+        self.hits.add(1)
+        self.seen[i] = 1
+        return i
+
+
+@pytest.mark.parametrize("ctx", ["fork", "spawn"])
+def test_state_created_after_the_loader_reaches_the_workers(ctx):
+    ds = LateState()
+    loader = stoker.DataLoader(ds, batch_size=10, num_workers=2, multiprocessing_context=ctx)
+    ds.hits, ds.seen = shared.Counter(), shared.Array((100,), "uint8")
+    assert len(list(loader)) == 10
+    assert ds.hits.value == 100 and int(ds.seen.numpy().sum()) == 100
