@@ -74,7 +74,10 @@ class BagSampler {
   // Locks bag i (robustly: rolls back a dead drawer's half-done draw).
   Status LockBag(uint32_t i);
   void UnlockBag(uint32_t i);
+  // REQUIRES: bag i locked.  Makes every instance available (recounting).
   void NewCycle(uint32_t i);
+  // REQUIRES: bag i locked.  Journaled: cycle + 1, then NewCycle.
+  void StartCycle(uint32_t i);
 
   std::shared_ptr<SharedBlock> block_;
   BagSamplerHeader* h_;

@@ -138,6 +138,15 @@ void BagSampler::NewCycle(uint32_t i) {
   b->remaining = remaining;
 }
 
+void BagSampler::StartCycle(uint32_t i) {
+  BagState* b = bag(i);
+  b->journal_cycle = b->cycle + 1;
+  b->journal = static_cast<uint32_t>(BagJournal::kNewCycle);
+  b->cycle = b->journal_cycle;
+  NewCycle(i);
+  b->journal = static_cast<uint32_t>(BagJournal::kIdle);
+}
+
 Status BagSampler::LockBag(uint32_t i) {
   if (i >= h_->num_bags)
     return Status::InvalidArgument("BagSampler: no bag " + std::to_string(i) + " (there are " +
@@ -183,13 +192,7 @@ Status BagSampler::Draw(uint32_t i, std::vector<int64_t>* out, uint64_t* cycle) 
                                        " instances left in this cycle, fewer than k=" + std::to_string(k) +
                                        "; call reset(" + std::to_string(i) + ") or use on_exhausted=\"reset\"");
     }
-    if (restart) {
-      b->journal_cycle = b->cycle + 1;
-      b->journal = static_cast<uint32_t>(BagJournal::kNewCycle);
-      b->cycle = b->journal_cycle;
-      NewCycle(i);
-      b->journal = static_cast<uint32_t>(BagJournal::kIdle);
-    }
+    if (restart) StartCycle(i);
   }
   const uint32_t n = std::min(k, b->remaining);
   // Draw number t of this bag seeds the generator: reproducible given the
@@ -273,12 +276,7 @@ Status BagSampler::SetWeights(uint32_t i, const double* w, uint32_t n) {
 
 Status BagSampler::Reset(uint32_t i) {
   STOKER_RETURN_IF_ERROR(LockBag(i));
-  BagState* b = bag(i);
-  b->journal_cycle = b->cycle + 1;
-  b->journal = static_cast<uint32_t>(BagJournal::kNewCycle);
-  b->cycle = b->journal_cycle;
-  NewCycle(i);
-  b->journal = static_cast<uint32_t>(BagJournal::kIdle);
+  StartCycle(i);
   UnlockBag(i);
   return Status::OK();
 }
