@@ -205,23 +205,39 @@ class GrowingStream(torch.utils.data.IterableDataset):
 
 @pytest.mark.parametrize("in_order", [True, False])
 def test_tight_pool_with_growing_batches_delivers_everything_once(in_order):
-    it = iter(stoker.DataLoader(GrowingMap(72), batch_size=2, num_workers=2, max_memory=8 << 20,
-                                in_order=in_order, prefetch_factor=4))
-    got = []
-    for b in it:
-        got += b[:, 0].tolist()
-        assert it.stats(memory=False)["arena_bytes"] <= 8 << 20
-    assert (got if in_order else sorted(got)) == [float(i) for i in range(72)]
-    st = it.stats(memory=False)
+    # Every run must be exact; in order, within a few runs one must have
+    # handed batches back and spilled ready ones (timing decides which run).
+    provoked = []
+    for _attempt in range(6):
+        it = iter(stoker.DataLoader(GrowingMap(72), batch_size=2, num_workers=2, max_memory=8 << 20,
+                                    in_order=in_order, prefetch_factor=4))
+        got = []
+        for b in it:
+            got += b[:, 0].tolist()
+            assert it.stats(memory=False)["arena_bytes"] <= 8 << 20
+        assert (got if in_order else sorted(got)) == [float(i) for i in range(72)]
+        st = it.stats(memory=False)
+        provoked.append((st["cancelled"], st["spills"]))
+        del it, b
+        if not in_order or (st["cancelled"] and st["spills"]):
+            break
     if in_order:
-        assert st["cancelled"] > 0 and st["spills"] > 0, f"the test should fill the pool while batch 12 waits: {st}"
+        assert any(c and s for c, s in provoked), f"no run filled the pool while batch 12 waited: {provoked}"
 
 
 def test_iterable_dataset_items_survive_a_handed_back_batch():
-    it = iter(stoker.DataLoader(GrowingStream(72), batch_size=2, num_workers=2, max_memory=8 << 20,
-                                prefetch_factor=4))
-    got = []
-    for b in it:
-        got += b[:, 0].tolist()
-    assert sorted(got) == [float(i) for i in range(72)], "no item lost or read twice"
-    assert it.stats(memory=False)["cancelled"] > 0
+    # Whether a batch is handed back depends on timing; every run must be
+    # exact, and within a few runs one must have handed batches back.
+    cancelled = []
+    for _attempt in range(6):
+        it = iter(stoker.DataLoader(GrowingStream(72), batch_size=2, num_workers=2, max_memory=8 << 20,
+                                    prefetch_factor=4))
+        got = []
+        for b in it:
+            got += b[:, 0].tolist()
+        assert sorted(got) == [float(i) for i in range(72)], "no item lost or read twice"
+        cancelled.append(it.stats(memory=False)["cancelled"])
+        del it, b
+        if cancelled[-1]:
+            break
+    assert max(cancelled) > 0, f"no run handed a batch back: {cancelled}"
