@@ -1,5 +1,6 @@
 // Binds loader/scheduler.h through glue/py_pump.h.  Registration only.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "glue/errors.h"
 #include "glue/py_pump.h"
@@ -18,6 +19,12 @@ void BindScheduler(py::module_& m) {
       .def("next", [](Pump& p, double timeout_s) { return Steal(p.Next(timeout_s)); })
       .def("in_flight", [](Pump& p) { return Steal(p.InFlight()); })
       .def("clear", &Pump::Clear)
+      .def("skip_delivered", &Pump::SkipDelivered)
+      .def("delivered", [](const Pump& p) {
+             uint64_t prefix = 0;
+             std::vector<uint64_t> extra;
+             p.Delivered(&prefix, &extra);
+             return py::make_tuple(prefix, extra); })
       .def("queue_depths", [](Pump& p) {
              Scheduler::Depths d = p.QueueDepths();
              py::dict out;

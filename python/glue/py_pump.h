@@ -17,6 +17,7 @@
 #include <Python.h>
 
 #include <memory>
+#include <vector>
 
 #include "loader/scheduler.h"
 
@@ -54,6 +55,8 @@ class Pump {
   PyObject* InFlight();
   void Clear() { sched_.Clear(); }
   Scheduler::Depths QueueDepths() const { return sched_.QueueDepths(); }
+  void SkipDelivered(uint64_t prefix, const std::vector<uint64_t>& extra) { sched_.SkipDelivered(prefix, extra); }
+  void Delivered(uint64_t* prefix, std::vector<uint64_t>* extra) const { sched_.Delivered(prefix, extra); }
   Status Requeue(uint32_t worker) { return sched_.Requeue(worker); }
 
  private:

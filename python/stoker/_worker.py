@@ -59,6 +59,8 @@ class WorkerConfig:
     worker_init_fn: Optional[Callable]
     numpy_mode: bool
     parent_pid: int
+    rank: int = 0
+    world_size: int = 1
 
 
 def _seed_like_torch(cfg: WorkerConfig):
@@ -81,7 +83,7 @@ def _seed_like_torch(cfg: WorkerConfig):
         import numpy as np
         np.random.seed(seed % (2 ** 32))
     from stoker import _worker_info
-    _worker_info.set(cfg.worker_id, cfg.num_workers, seed, cfg.dataset)
+    _worker_info.set(cfg.worker_id, cfg.num_workers, seed, cfg.dataset, cfg.rank, cfg.world_size)
 
 
 class _Fetcher:

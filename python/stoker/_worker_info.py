@@ -12,14 +12,16 @@ class WorkerInfo:
     num_workers: int
     seed: int
     dataset: Any
+    rank: int = 0          # this process's rank in a distributed job
+    world_size: int = 1
 
 
 _info: Optional[WorkerInfo] = None
 
 
-def set(worker_id, num_workers, seed, dataset):  # noqa: A001 - module-level setter
+def set(worker_id, num_workers, seed, dataset, rank=0, world_size=1):  # noqa: A001 - module-level setter
     global _info
-    _info = WorkerInfo(worker_id, num_workers, seed, dataset)
+    _info = WorkerInfo(worker_id, num_workers, seed, dataset, rank, world_size)
 
 
 def get() -> Optional[WorkerInfo]:

@@ -59,6 +59,15 @@ class DataLoader(torch.utils.data.DataLoader):
     progress: show a live line while iterating (tqdm where installed) with
         batches/s, MB/s, the share of time the loop waits for data, the pool's
         shared memory and the process tree's PSS.
+    distributed: shard across the ranks of a job (rank and world size from
+        torch.distributed or RANK / WORLD_SIZE): a map-style dataset through
+        torch's DistributedSampler with `shuffle`, `seed` and `even_split`
+        ("pad" repeats samples so every rank has as many, "drop" drops the
+        tail); an IterableDataset sees rank and world_size in
+        stoker.get_worker_info() and splits itself (stoker.distributed.shard).
+
+    state_dict() / load_state_dict(): resume mid-epoch, exactly (see
+    docs/resume.md).
     max_worker_restarts: how many times, per iterator, a worker that dies is
         replaced (default 0: raise stoker.WorkerCrashed).  The batches it held
         are loaded again, so every index is still delivered exactly once and in
@@ -72,9 +81,21 @@ class DataLoader(torch.utils.data.DataLoader):
                  prefetch_factor: Optional[int] = None, persistent_workers: bool = False,
                  pin_memory_device: str = "", in_order: bool = True,
                  max_memory: Optional[int] = None, output: str = "torch", max_worker_restarts: int = 0,
-                 progress: bool = False):
+                 progress: bool = False, distributed: bool = False, seed: int = 0, even_split: str = "pad"):
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
+        from stoker.distributed import rank_and_world_size
+        self.rank, self.world_size = rank_and_world_size() if distributed else (0, 1)
+        if distributed and not isinstance(dataset, IterableDataset):
+            if sampler is not None or batch_sampler is not None:
+                raise ValueError("distributed=True builds the sampler: pass no sampler or batch_sampler "
+                                 "(or pass your DistributedSampler without distributed=True)")
+            if even_split not in ("pad", "drop"):
+                raise ValueError(f"even_split should be 'pad' or 'drop', but got {even_split!r}")
+            sampler = torch.utils.data.DistributedSampler(
+                dataset, num_replicas=self.world_size, rank=self.rank, shuffle=bool(shuffle), seed=seed,
+                drop_last=even_split == "drop")
+            shuffle = None
         super().__init__(dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
                          batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
                          pin_memory=pin_memory, drop_last=drop_last, timeout=timeout,
@@ -128,6 +149,45 @@ class DataLoader(torch.utils.data.DataLoader):
         if it is not None:
             it._engine.set_epoch(epoch)
 
+    # ---- resume -------------------------------------------------------------
+
+    _STATE_VERSION = 1
+
+    def state_dict(self) -> dict:
+        """Where this loader is: small (no data), enough for a new loader (even
+        one built with another seed, or another num_workers) to yield exactly
+        the batches this one would yield next.  Save it with the model."""
+        it = self._iterator if self._iterator is not None else getattr(self, "_last_iter", lambda: None)()
+        if it is not None and not it._shutdown_for_good():
+            return it.resume_state()
+        # Before (or between) epochs: nothing delivered; the order is the one
+        # the random state now would give.
+        return {"version": self._STATE_VERSION, "epoch": getattr(self, "_epoch", None),
+                "delivered": 0, "delivered_extra": [], "rng": _rng_snapshot(self), "base_seed": None,
+                "num_workers": self.num_workers, "iterable": isinstance(self.dataset, IterableDataset),
+                "rank": self.rank, "world_size": self.world_size}
+
+    def load_state_dict(self, state: dict):
+        """Makes the next iteration resume where `state` (from state_dict(),
+        maybe of another process) stopped."""
+        if not isinstance(state, dict) or state.get("version") != self._STATE_VERSION:
+            raise ValueError(f"not a stoker.DataLoader state (version {self._STATE_VERSION}): "
+                             f"{type(state).__name__} with keys {sorted(state)[:8] if isinstance(state, dict) else ''}")
+        if state["iterable"] != isinstance(self.dataset, IterableDataset):
+            kinds = ("an IterableDataset", "a map-style dataset")
+            saved, ours = (kinds if state["iterable"] else kinds[::-1])
+            raise ValueError(f"the state was saved for {saved}, and this loader's dataset is {ours}")
+        if state["iterable"] and state["delivered"]:
+            raise NotImplementedError(
+                "resuming an IterableDataset mid-epoch is not supported yet: its stream lives in the workers. "
+                "Save the state between epochs, or make the dataset map-style")
+        if (state["rank"], state["world_size"]) != (self.rank, self.world_size):
+            raise ValueError(f"the state was saved by rank {state['rank']} of {state['world_size']}, and this "
+                             f"loader is rank {self.rank} of {self.world_size}: each rank loads its own state")
+        if state["epoch"] is not None:
+            self.set_epoch(state["epoch"])
+        self._resume = state
+
     def _get_iterator(self):
         if self.num_workers > 0:
             self.check_worker_number_rationality()
@@ -161,6 +221,8 @@ class _StokerIter(_BaseDataLoaderIter):
         self._shutdown = True  # until the engine exists
         super().__init__(loader)
         loader._last_iter = weakref.ref(self)
+        self._loader_ref = weakref.ref(loader)
+        self._rank, self._world_size = loader.rank, loader.world_size
         self._numpy = loader.output == "numpy"
         self._in_order = loader.in_order
         self._is_iterable = self._dataset_kind == _DatasetKind.Iterable
@@ -174,6 +236,9 @@ class _StokerIter(_BaseDataLoaderIter):
             self._wcollate = None if _is_default(user_collate, "default_convert") else loader.collate_fn
             self._convert = self._wcollate is None
         self._max_memory = loader.max_memory
+        resume = getattr(loader, "_resume", None)
+        if resume is not None and resume.get("base_seed") is not None:
+            self._base_seed = resume["base_seed"]  # workers seed as in the saved run
         self._engine = N.Engine(nw, loader.max_memory, max(256, 4 * self._prefetch + 64))
         if getattr(loader, "_epoch", None) is not None:
             self._engine.set_epoch(loader._epoch)
@@ -210,7 +275,7 @@ class _StokerIter(_BaseDataLoaderIter):
             is_iterable=self._is_iterable, auto_collation=self._auto_collation,
             collate_fn=self._wcollate, convert=self._convert, drop_last=self._drop_last,
             base_seed=self._base_seed, worker_init_fn=self._worker_init_fn,
-            numpy_mode=self._numpy, parent_pid=os.getpid())
+            numpy_mode=self._numpy, parent_pid=os.getpid(), rank=self._rank, world_size=self._world_size)
         w = self._ctx.Process(target=worker_main, args=(cfg,), daemon=True, name=f"stoker-worker-{wid}")
         w.start()
         self._engine.watch(wid, w.pid)
@@ -236,8 +301,21 @@ class _StokerIter(_BaseDataLoaderIter):
 
     def _reset(self, loader, first_iter=False):
         super()._reset(loader, first_iter)
+        resume, loader._resume = getattr(loader, "_resume", None), None
+        if resume is not None:
+            _rng_restore(loader, resume["rng"])
+        # The order of this epoch is drawn now, not at the first batch, so the
+        # random state saved with it is the one that drew it.
+        self._epoch_rng = _rng_snapshot(loader)
+        self._sampler_iter = _eager(self._sampler_iter)
+        self._local_skip = set()
+        self._delivered_local = 0
         if self._num_workers:
             self._pump.reset(self._sampler_iter, not first_iter)
+            if resume is not None:
+                self._pump.skip_delivered(resume["delivered"], resume["delivered_extra"])
+        elif resume is not None:
+            self._local_skip = set(range(resume["delivered"])) | set(resume["delivered_extra"])
         self._stats.reset()
         self._close_progress()
         if loader.progress:
@@ -342,6 +420,11 @@ class _StokerIter(_BaseDataLoaderIter):
     def _next_local(self):
         """num_workers=0: fetch and collate in this process, into a slot."""
         index = self._next_index()  # raises StopIteration at the end
+        while self._delivered_local in self._local_skip:  # delivered before a resume
+            self._local_skip.discard(self._delivered_local)
+            self._delivered_local += 1
+            index = self._next_index()
+        self._delivered_local += 1
         if not hasattr(self, "_local_fetch"):
             from stoker._worker import _Fetcher
             cfg = WorkerConfig(arena=None, worker_id=0, num_workers=0, dataset=self._dataset,
@@ -407,6 +490,20 @@ class _StokerIter(_BaseDataLoaderIter):
             return
         self._pinned_upto = committed
 
+    def _shutdown_for_good(self) -> bool:
+        return self._shutdown and not self._persistent_workers
+
+    def resume_state(self) -> dict:
+        if self._num_workers:
+            delivered, extra = self._pump.delivered()
+        else:
+            delivered = self._delivered_local - len(self._local_skip & set(range(self._delivered_local)))
+            extra = []
+        return {"version": DataLoader._STATE_VERSION, "epoch": getattr(self._loader_ref(), "_epoch", None),
+                "delivered": int(delivered), "delivered_extra": [int(b) for b in extra], "rng": self._epoch_rng,
+                "base_seed": int(self._base_seed), "num_workers": self._num_workers,
+                "iterable": self._is_iterable, "rank": self._rank, "world_size": self._world_size}
+
     def stats(self, memory: bool = True) -> dict:
         st = self._engine.stats(memory)
         t = self._stats.snapshot(st["delivered_bytes"])
@@ -465,3 +562,43 @@ class _Throughput:
         return {"batches": self.batches, "batches_per_s": self.batches / elapsed,
                 "bytes_per_s": (delivered_bytes - self.bytes0) / elapsed,
                 "stall_s": self.stall, "stall_fraction": min(1.0, self.stall / elapsed), "elapsed_s": elapsed}
+
+
+def _eager(it):
+    """Takes the first item of `it` now (so a lazy sampler draws its random
+    order now) and returns an iterator that yields it first."""
+    import itertools
+    try:
+        first = next(it)
+    except StopIteration:
+        return iter(())
+    return itertools.chain((first,), it)
+
+
+def _rng_snapshot(loader) -> dict:
+    """The random state an epoch's order comes from: the loader's generator
+    (or torch's global one), a sampler's own generator, and the epoch/seed of
+    samplers that derive their order from them (DistributedSampler)."""
+    snap = {"generator": (loader.generator if loader.generator is not None else torch.default_generator).get_state()}
+    samplers = [loader.sampler, getattr(loader.batch_sampler, "sampler", None)]
+    for i, sm in enumerate(samplers):
+        g = getattr(sm, "generator", None)
+        if isinstance(g, torch.Generator) and g is not loader.generator:
+            snap[f"sampler{i}_generator"] = g.get_state()
+        for attr in ("seed", "epoch"):
+            v = getattr(sm, attr, None)
+            if isinstance(v, int) and not isinstance(v, bool):
+                snap[f"sampler{i}_{attr}"] = v
+    return snap
+
+
+def _rng_restore(loader, snap: dict):
+    (loader.generator if loader.generator is not None else torch.default_generator).set_state(snap["generator"])
+    samplers = [loader.sampler, getattr(loader.batch_sampler, "sampler", None)]
+    for i, sm in enumerate(samplers):
+        g = getattr(sm, "generator", None)
+        if f"sampler{i}_generator" in snap and isinstance(g, torch.Generator):
+            g.set_state(snap[f"sampler{i}_generator"])
+        for attr in ("seed", "epoch"):
+            if f"sampler{i}_{attr}" in snap and sm is not None:
+                setattr(sm, attr, snap[f"sampler{i}_{attr}"])

@@ -28,12 +28,35 @@ void Scheduler::Clear() {
   have_pending_ = false;
 }
 
+void Scheduler::SkipDelivered(uint64_t prefix, const std::vector<uint64_t>& extra) {
+  for (uint64_t b = 0; b < prefix; ++b) skip_.insert(b);
+  skip_.insert(extra.begin(), extra.end());
+  for (uint64_t b : skip_) MarkDelivered(b);
+}
+
+void Scheduler::MarkDelivered(uint64_t bid) {
+  if (bid < delivered_prefix_) return;
+  delivered_above_.insert(bid);
+  while (!delivered_above_.empty() && *delivered_above_.begin() == delivered_prefix_) {
+    delivered_above_.erase(delivered_above_.begin());
+    ++delivered_prefix_;
+  }
+}
+
+void Scheduler::Delivered(uint64_t* prefix, std::vector<uint64_t>* extra) const {
+  *prefix = delivered_prefix_;
+  extra->assign(delivered_above_.begin(), delivered_above_.end());
+}
+
 void Scheduler::Reset(IndexSource* source, bool resume_workers) {
   Clear();
   deferred_ = Status::OK();
   source_ = source;
   ++generation_;
   send_idx_ = rcvd_idx_ = 0;
+  skip_.clear();
+  delivered_prefix_ = 0;
+  delivered_above_.clear();
   exhausted_ = false;
   cycle_ = 0;
   std::fill(outstanding_.begin(), outstanding_.end(), 0);
@@ -147,6 +170,12 @@ Status Scheduler::Fill() {
       }
       have_pending_ = true;
     }
+    if (skip_.erase(send_idx_)) {  // delivered before a resume: never loaded again
+      source_->Drop(pending_.token);
+      ++send_idx_;
+      have_pending_ = false;
+      continue;
+    }
     STOKER_ASSIGN_OR_RETURN(bool sent, Dispatch(send_idx_, pending_, -1));
     if (!sent) return Status::OK();
     ++send_idx_;
@@ -235,6 +264,10 @@ void Scheduler::Collect(const std::vector<Completion>& done, Outcome* exit_out, 
 
 bool Scheduler::TakeReady(uint64_t* bid, Ready* r) {
   if (opts_.in_order) {
+    while (rcvd_idx_ < delivered_prefix_ || delivered_above_.count(rcvd_idx_)) {
+      if (ready_in_order_.count(rcvd_idx_)) break;  // (cannot happen: skipped ids are never sent)
+      ++rcvd_idx_;
+    }
     auto it = ready_in_order_.find(rcvd_idx_);
     if (it == ready_in_order_.end()) return false;
     *bid = it->first;
@@ -288,6 +321,7 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
       out->batch_id = bid;
       out->token = token;
       out->spilled = std::move(r.spilled);
+      MarkDelivered(bid);
       // Refill now, as torch does, so workers keep `prefetch` batches in
       // flight while the caller works on this one.  The batch being handed
       // out still occupies its slot: no room is "busy" until the next call.

@@ -21,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -87,6 +88,13 @@ class Scheduler {
   // ready ones are released.  With resume_workers, iterable-dataset workers
   // are told to restart their iterators.
   void Reset(IndexSource* source, bool resume_workers);
+  // Resuming mid-epoch (map-style datasets): right after Reset, marks batches
+  // as already delivered: every id below `prefix` and those in `extra`.
+  // Their tasks are pulled from the source and dropped, never loaded.
+  void SkipDelivered(uint64_t prefix, const std::vector<uint64_t>& extra);
+  // What this epoch has delivered so far (skipped ones included): every id
+  // below *prefix, and the ids in *extra (out of order, above it).
+  void Delivered(uint64_t* prefix, std::vector<uint64_t>* extra) const;
   // Produces the next outcome, waiting at most timeout_ns (< 0: no limit).
   // Returns Interrupted when a signal arrived while waiting: handle it and
   // call again (no state is lost).
@@ -174,6 +182,10 @@ class Scheduler {
   uint32_t cycle_ = 0;
   std::vector<Completion> scratch_;
   bool handing_out_ = false;  // refilling while a batch is on its way out
+  std::set<uint64_t> skip_;       // ids delivered before a resume: pulled and dropped
+  uint64_t delivered_prefix_ = 0;           // every id below it was delivered
+  std::set<uint64_t> delivered_above_;      // delivered ids above the prefix
+  void MarkDelivered(uint64_t bid);
   Status deferred_;  // a source error, returned once what is in flight is delivered
   std::function<void()> before_block_, after_block_, reclaim_;
 };

@@ -1,0 +1,49 @@
+"""Ranks: which part of the data this process reads.
+
+`stoker.DataLoader(..., distributed=True)` shards a map-style dataset across
+the ranks of a job with torch's own DistributedSampler (deterministic global
+shuffle per epoch from `seed` + `set_epoch`, an even split by padding or
+dropping), taking the rank and world size from an initialized
+torch.distributed or from the RANK / WORLD_SIZE environment (torchrun sets
+both).  An IterableDataset splits its own stream: `shard(items)` gives this
+rank's and this worker's share of a list of shards or items.
+"""
+from __future__ import annotations
+
+import os
+from typing import Sequence, Tuple, TypeVar
+
+T = TypeVar("T")
+
+
+def rank_and_world_size() -> Tuple[int, int]:
+    """(rank, world size) of this process: torch.distributed's when it is
+    initialized, else RANK / WORLD_SIZE from the environment, else (0, 1)."""
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except ImportError:  # pragma: no cover - torch-free use
+        pass
+    try:
+        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise ValueError(f"RANK={os.environ.get('RANK')!r} and WORLD_SIZE={os.environ.get('WORLD_SIZE')!r} "
+                         "must be integers") from None
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"RANK={rank} is not in [0, WORLD_SIZE={world})")
+    return rank, world
+
+
+def shard(items: Sequence[T]) -> Sequence[T]:
+    """This rank's and this worker's share of `items` (shard files, sample
+    ids): items[g::n] with g = rank * num_workers + worker id and n = world
+    size * num_workers.  Call it inside IterableDataset.__iter__."""
+    from stoker import _worker_info
+    info = _worker_info.get()
+    if info is None:
+        rank, world = rank_and_world_size()
+        worker, workers = 0, 1
+    else:
+        rank, world, worker, workers = info.rank, info.world_size, info.id, info.num_workers
+    return items[rank * workers + worker::world * workers]
