@@ -25,6 +25,12 @@ void BindScheduler(py::module_& m) {
              std::vector<uint64_t> extra;
              p.Delivered(&prefix, &extra);
              return py::make_tuple(prefix, extra); })
+      .def("delivered_by_worker", [](const Pump& p) {
+             std::vector<uint64_t> counts;
+             int last = -1;
+             p.DeliveredByWorker(&counts, &last);
+             return py::make_tuple(counts, last); })
+      .def("start_round_robin_at", &Pump::StartRoundRobinAt)
       .def("queue_depths", [](Pump& p) {
              Scheduler::Depths d = p.QueueDepths();
              py::dict out;

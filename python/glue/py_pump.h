@@ -57,6 +57,8 @@ class Pump {
   Scheduler::Depths QueueDepths() const { return sched_.QueueDepths(); }
   void SkipDelivered(uint64_t prefix, const std::vector<uint64_t>& extra) { sched_.SkipDelivered(prefix, extra); }
   void Delivered(uint64_t* prefix, std::vector<uint64_t>* extra) const { sched_.Delivered(prefix, extra); }
+  void DeliveredByWorker(std::vector<uint64_t>* counts, int* last) const { sched_.DeliveredByWorker(counts, last); }
+  void StartRoundRobinAt(uint32_t worker) { sched_.StartRoundRobinAt(worker); }
   Status Requeue(uint32_t worker) { return sched_.Requeue(worker); }
 
  private:

@@ -8,6 +8,7 @@ that rely on them behave the same.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import pickle
 import random
@@ -61,6 +62,7 @@ class WorkerConfig:
     parent_pid: int
     rank: int = 0
     world_size: int = 1
+    skip_items: int = 0    # iterable dataset resumed mid-epoch: items this worker delivered before
 
 
 def _seed_like_torch(cfg: WorkerConfig):
@@ -94,6 +96,10 @@ class _Fetcher:
         # An iterable dataset's items whose batch had no room in the pool: the
         # task comes back, and these items go into it (none is read twice or lost).
         self.stash = None
+        if self.dataset_iter is not None and cfg.skip_items:
+            # Resumed mid-epoch: pass over what was delivered before (once).
+            next(itertools.islice(self.dataset_iter, cfg.skip_items, cfg.skip_items), None)
+            cfg.skip_items = 0
 
     def fetch(self, kind: int, payload):
         cfg = self.cfg

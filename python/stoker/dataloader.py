@@ -178,9 +178,14 @@ class DataLoader(torch.utils.data.DataLoader):
             saved, ours = (kinds if state["iterable"] else kinds[::-1])
             raise ValueError(f"the state was saved for {saved}, and this loader's dataset is {ours}")
         if state["iterable"] and state["delivered"]:
-            raise NotImplementedError(
-                "resuming an IterableDataset mid-epoch is not supported yet: its stream lives in the workers. "
-                "Save the state between epochs, or make the dataset map-style")
+            if state["num_workers"] != self.num_workers:
+                raise ValueError(
+                    f"the state was saved with num_workers={state['num_workers']}, and this loader has "
+                    f"num_workers={self.num_workers}: an IterableDataset's stream is split between workers, so "
+                    "it resumes mid-epoch only with the same num_workers")
+            if self._iterator is not None:  # its workers have moved on: start afresh
+                self._iterator._shutdown_workers()
+                self._iterator = None
         if (state["rank"], state["world_size"]) != (self.rank, self.world_size):
             raise ValueError(f"the state was saved by rank {state['rank']} of {state['world_size']}, and this "
                              f"loader is rank {self.rank} of {self.world_size}: each rank loads its own state")
@@ -239,6 +244,12 @@ class _StokerIter(_BaseDataLoaderIter):
         resume = getattr(loader, "_resume", None)
         if resume is not None and resume.get("base_seed") is not None:
             self._base_seed = resume["base_seed"]  # workers seed as in the saved run
+        # An IterableDataset resumed mid-epoch: each worker passes over the
+        # items of the batches it had delivered.
+        per_item = (loader.batch_size or 1) if self._auto_collation else 1
+        self._iter_skip = [c * per_item for c in resume.get("per_worker", [])] \
+            if resume is not None and self._is_iterable else []
+        self._iter_base = list(resume.get("per_worker", [])) if resume is not None and self._is_iterable else []
         self._engine = N.Engine(nw, loader.max_memory, max(256, 4 * self._prefetch + 64))
         if getattr(loader, "_epoch", None) is not None:
             self._engine.set_epoch(loader._epoch)
@@ -275,7 +286,8 @@ class _StokerIter(_BaseDataLoaderIter):
             is_iterable=self._is_iterable, auto_collation=self._auto_collation,
             collate_fn=self._wcollate, convert=self._convert, drop_last=self._drop_last,
             base_seed=self._base_seed, worker_init_fn=self._worker_init_fn,
-            numpy_mode=self._numpy, parent_pid=os.getpid(), rank=self._rank, world_size=self._world_size)
+            numpy_mode=self._numpy, parent_pid=os.getpid(), rank=self._rank, world_size=self._world_size,
+            skip_items=self._iter_skip[wid] if wid < len(self._iter_skip) else 0)
         w = self._ctx.Process(target=worker_main, args=(cfg,), daemon=True, name=f"stoker-worker-{wid}")
         w.start()
         self._engine.watch(wid, w.pid)
@@ -310,11 +322,16 @@ class _StokerIter(_BaseDataLoaderIter):
         self._sampler_iter = _eager(self._sampler_iter)
         self._local_skip = set()
         self._delivered_local = 0
+        if not first_iter:
+            self._iter_base = []  # a resumed epoch's counts belong to that epoch only
         if self._num_workers:
             self._pump.reset(self._sampler_iter, not first_iter)
-            if resume is not None:
+            if resume is not None and self._is_iterable:
+                self._resume_next = resume.get("next_worker", 0)
+                self._pump.start_round_robin_at(self._resume_next)
+            elif resume is not None:
                 self._pump.skip_delivered(resume["delivered"], resume["delivered_extra"])
-        elif resume is not None:
+        elif resume is not None and not self._is_iterable:
             self._local_skip = set(range(resume["delivered"])) | set(resume["delivered_extra"])
         self._stats.reset()
         self._close_progress()
@@ -431,7 +448,7 @@ class _StokerIter(_BaseDataLoaderIter):
                                is_iterable=self._is_iterable, auto_collation=self._auto_collation,
                                collate_fn=self._wcollate, convert=self._convert, drop_last=self._drop_last,
                                base_seed=self._base_seed, worker_init_fn=None, numpy_mode=self._numpy,
-                               parent_pid=os.getpid())
+                               parent_pid=os.getpid(), skip_items=self._iter_skip[0] if self._iter_skip else 0)
             self._local_cfg = cfg
             self._local_fetch = _Fetcher(cfg)
         if self._is_iterable:
@@ -494,15 +511,28 @@ class _StokerIter(_BaseDataLoaderIter):
         return self._shutdown and not self._persistent_workers
 
     def resume_state(self) -> dict:
-        if self._num_workers:
+        state = {"version": DataLoader._STATE_VERSION, "epoch": getattr(self._loader_ref(), "_epoch", None),
+                 "rng": self._epoch_rng, "base_seed": int(self._base_seed), "num_workers": self._num_workers,
+                 "iterable": self._is_iterable, "rank": self._rank, "world_size": self._world_size,
+                 "delivered_extra": []}
+        if self._is_iterable:
+            # Per worker: batches delivered (the resumed run's skip included);
+            # round robin goes on after the last one's worker.
+            if self._num_workers:
+                counts, last = self._pump.delivered_by_worker()
+            else:
+                counts, last = [self._delivered_local], 0
+            base = self._iter_base or [0] * len(counts)
+            counts = [int(c) + int(b) for c, b in zip(counts, base)]
+            state.update(delivered=sum(counts), per_worker=counts,
+                         next_worker=(last + 1) % max(1, self._num_workers) if last >= 0 else
+                         int(getattr(self, "_resume_next", 0)))
+        elif self._num_workers:
             delivered, extra = self._pump.delivered()
+            state.update(delivered=int(delivered), delivered_extra=[int(b) for b in extra])
         else:
-            delivered = self._delivered_local - len(self._local_skip & set(range(self._delivered_local)))
-            extra = []
-        return {"version": DataLoader._STATE_VERSION, "epoch": getattr(self._loader_ref(), "_epoch", None),
-                "delivered": int(delivered), "delivered_extra": [int(b) for b in extra], "rng": self._epoch_rng,
-                "base_seed": int(self._base_seed), "num_workers": self._num_workers,
-                "iterable": self._is_iterable, "rank": self._rank, "world_size": self._world_size}
+            state["delivered"] = self._delivered_local - len(self._local_skip & set(range(self._delivered_local)))
+        return state
 
     def stats(self, memory: bool = True) -> dict:
         st = self._engine.stats(memory)

@@ -57,6 +57,8 @@ void Scheduler::Reset(IndexSource* source, bool resume_workers) {
   skip_.clear();
   delivered_prefix_ = 0;
   delivered_above_.clear();
+  delivered_by_worker_.assign(opts_.num_workers, 0);
+  last_worker_ = -1;
   exhausted_ = false;
   cycle_ = 0;
   std::fill(outstanding_.begin(), outstanding_.end(), 0);
@@ -322,6 +324,8 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
       out->token = token;
       out->spilled = std::move(r.spilled);
       MarkDelivered(bid);
+      if (r.worker < delivered_by_worker_.size()) ++delivered_by_worker_[r.worker];
+      last_worker_ = static_cast<int>(r.worker);
       // Refill now, as torch does, so workers keep `prefetch` batches in
       // flight while the caller works on this one.  The batch being handed
       // out still occupies its slot: no room is "busy" until the next call.

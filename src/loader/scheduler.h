@@ -95,6 +95,14 @@ class Scheduler {
   // What this epoch has delivered so far (skipped ones included): every id
   // below *prefix, and the ids in *extra (out of order, above it).
   void Delivered(uint64_t* prefix, std::vector<uint64_t>* extra) const;
+  // Batches each worker delivered this epoch, and the worker whose batch
+  // was delivered last (-1: none): an iterable dataset resumes from these.
+  void DeliveredByWorker(std::vector<uint64_t>* counts, int* last_worker) const {
+    *counts = delivered_by_worker_;
+    *last_worker = last_worker_;
+  }
+  // Iterable datasets: the next batch goes to `worker` (round robin on from it).
+  void StartRoundRobinAt(uint32_t worker) { cycle_ = worker % opts_.num_workers; }
   // Produces the next outcome, waiting at most timeout_ns (< 0: no limit).
   // Returns Interrupted when a signal arrived while waiting: handle it and
   // call again (no state is lost).
@@ -186,6 +194,8 @@ class Scheduler {
   uint64_t delivered_prefix_ = 0;           // every id below it was delivered
   std::set<uint64_t> delivered_above_;      // delivered ids above the prefix
   void MarkDelivered(uint64_t bid);
+  std::vector<uint64_t> delivered_by_worker_;
+  int last_worker_ = -1;
   Status deferred_;  // a source error, returned once what is in flight is delivered
   std::function<void()> before_block_, after_block_, reclaim_;
 };

@@ -91,8 +91,8 @@ def test_state_checked_before_use():
     state = it_loader.state_dict()
     with pytest.raises(ValueError, match="map-style"):
         loader.load_state_dict(state)
-    with pytest.raises(NotImplementedError, match="IterableDataset mid-epoch"):
-        stoker.DataLoader(ShardedIterable(40), batch_size=4, num_workers=2).load_state_dict(state)
+    with pytest.raises(ValueError, match="num_workers=2, and this loader has num_workers=1"):
+        stoker.DataLoader(ShardedIterable(40), batch_size=4, num_workers=1).load_state_dict(state)
 
 
 def test_distributed_mode_splits_evenly_and_shuffles_per_epoch(monkeypatch):
@@ -139,3 +139,43 @@ def test_iterable_dataset_shards_across_ranks_then_workers(monkeypatch):
         loader = stoker.DataLoader(RankSharded(), batch_size=None, num_workers=3, distributed=True)
         parts.append(sorted(int(x) for x in loader))
     assert not set(parts[0]) & set(parts[1]) and sorted(parts[0] + parts[1]) == list(range(60))
+
+
+class Stream(torch.utils.data.IterableDataset):
+    """Uneven per-worker streams: worker w yields its share of range(n)."""
+
+    def __init__(self, n=57):
+        self.n = n
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info else (0, 1)
+        for i in range(wid, self.n, nw):
+            yield torch.tensor(i)
+
+
+@pytest.mark.parametrize("workers,persistent", [(2, False), (3, True), (0, False)])
+def test_iterable_dataset_resumes_mid_epoch_with_the_same_num_workers(workers, persistent):
+    def make_it():
+        return stoker.DataLoader(Stream(), batch_size=4, num_workers=workers, persistent_workers=persistent)
+
+    full = make_it()
+    expected = [b.tolist() for b in full]
+    for stop_at in (1, 5, len(expected) - 2):
+        run = make_it()
+        it = iter(run)
+        before = [next(it).tolist() for _ in range(stop_at)]
+        state = roundtrip(run.state_dict())
+        del it, run
+        resumed = make_it()
+        resumed.load_state_dict(state)
+        it = iter(resumed)
+        middle = [next(it).tolist()]  # a second interruption, in the resumed epoch
+        state = roundtrip(resumed.state_dict())
+        del it, resumed
+        again = make_it()
+        again.load_state_dict(state)
+        assert before + middle + [b.tolist() for b in again] == expected, f"stopped at {stop_at}"
+    if workers:
+        with pytest.raises(ValueError, match="same num_workers"):
+            stoker.DataLoader(Stream(), batch_size=4, num_workers=workers + 1).load_state_dict(state)
