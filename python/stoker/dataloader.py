@@ -92,9 +92,9 @@ class DataLoader(torch.utils.data.DataLoader):
                                  "(or pass your DistributedSampler without distributed=True)")
             if even_split not in ("pad", "drop"):
                 raise ValueError(f"even_split should be 'pad' or 'drop', but got {even_split!r}")
-            sampler = torch.utils.data.DistributedSampler(
-                dataset, num_replicas=self.world_size, rank=self.rank, shuffle=bool(shuffle), seed=seed,
-                drop_last=even_split == "drop")
+            from stoker.distributed import sharded_sampler
+            sampler = sharded_sampler(dataset, num_replicas=self.world_size, rank=self.rank, shuffle=bool(shuffle),
+                                      seed=seed, drop_last=even_split == "drop")
             shuffle = None
         super().__init__(dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
                          batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,

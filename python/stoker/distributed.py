@@ -1,9 +1,9 @@
 """Ranks: which part of the data this process reads.
 
 `stoker.DataLoader(..., distributed=True)` shards a map-style dataset across
-the ranks of a job with torch's own DistributedSampler (deterministic global
-shuffle per epoch from `seed` + `set_epoch`, an even split by padding or
-dropping), taking the rank and world size from an initialized
+the ranks of a job in exactly torch's DistributedSampler order (deterministic
+global shuffle per epoch from `seed` + `set_epoch`, an even split by padding
+or dropping; computed as a tensor, see ShardedSampler), taking the rank and world size from an initialized
 torch.distributed or from the RANK / WORLD_SIZE environment (torchrun sets
 both).  An IterableDataset splits its own stream: `shard(items)` gives this
 rank's and this worker's share of a list of shards or items.
@@ -33,6 +33,38 @@ def rank_and_world_size() -> Tuple[int, int]:
     if world < 1 or not 0 <= rank < world:
         raise ValueError(f"RANK={rank} is not in [0, WORLD_SIZE={world})")
     return rank, world
+
+
+def _sharded_sampler_class():
+    import torch
+    from torch.utils.data import DistributedSampler
+
+    class ShardedSampler(DistributedSampler):
+        """torch's DistributedSampler, same order for the same seed and epoch,
+        without its per-epoch Python list of every index: the permutation
+        stays a tensor and only this rank's share becomes Python ints (for
+        50M samples: about 400 MB for a moment instead of 1.5 GB, and a
+        tenth of the time)."""
+
+        def __iter__(self):
+            n = len(self.dataset)
+            if self.shuffle:
+                g = torch.Generator()
+                g.manual_seed(self.seed + self.epoch)
+                order = torch.randperm(n, generator=g)
+            else:
+                order = torch.arange(n)
+            positions = torch.arange(self.rank, self.total_size, self.num_replicas)
+            # Padding repeats the order from its start, as DistributedSampler does.
+            return iter(order[positions % n].tolist())
+
+    return ShardedSampler
+
+
+def sharded_sampler(dataset, num_replicas: int, rank: int, shuffle: bool, seed: int, drop_last: bool):
+    """The sampler of `distributed=True` for a map-style dataset."""
+    return _sharded_sampler_class()(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed,
+                                    drop_last=drop_last)
 
 
 def shard(items: Sequence[T]) -> Sequence[T]:

@@ -179,3 +179,18 @@ def test_iterable_dataset_resumes_mid_epoch_with_the_same_num_workers(workers, p
     if workers:
         with pytest.raises(ValueError, match="same num_workers"):
             stoker.DataLoader(Stream(), batch_size=4, num_workers=workers + 1).load_state_dict(state)
+
+
+@pytest.mark.parametrize("n,world,drop", [(100, 3, False), (100, 3, True), (5, 8, False), (64, 2, False),
+                                          (7, 3, True)])
+def test_sharded_sampler_matches_torchs_distributed_sampler(n, world, drop):
+    from stoker.distributed import sharded_sampler
+    ds = IndexDataset(n)
+    for rank in range(world):
+        for shuffle in (True, False):
+            ours = sharded_sampler(ds, world, rank, shuffle, 5, drop)
+            theirs = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=shuffle, seed=5, drop_last=drop)
+            for epoch in (0, 3):
+                ours.set_epoch(epoch)
+                theirs.set_epoch(epoch)
+                assert list(ours) == list(theirs) and len(ours) == len(theirs)
