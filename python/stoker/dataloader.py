@@ -60,8 +60,9 @@ class DataLoader(torch.utils.data.DataLoader):
         batches/s, MB/s, the share of time the loop waits for data, the pool's
         shared memory and the process tree's PSS.
     distributed: shard across the ranks of a job (rank and world size from
-        torch.distributed or RANK / WORLD_SIZE): a map-style dataset through
-        torch's DistributedSampler with `shuffle`, `seed` and `even_split`
+        torch.distributed or RANK / WORLD_SIZE): a map-style dataset in torch's
+        DistributedSampler order (stoker.distributed.ShardedSampler) with
+        `shuffle`, `seed` and `even_split`
         ("pad" repeats samples so every rank has as many, "drop" drops the
         tail); an IterableDataset sees rank and world_size in
         stoker.get_worker_info() and splits itself (stoker.distributed.shard).
@@ -107,11 +108,7 @@ class DataLoader(torch.utils.data.DataLoader):
             max_memory = default_max_memory()
         if not isinstance(max_memory, int) or isinstance(max_memory, bool) or max_memory < (1 << 20):
             raise ValueError(f"max_memory should be an int of at least 1 MiB (1048576 bytes), but got {max_memory!r}")
-        limit = N.lib.memory_limit()
-        if max_memory > limit:
-            raise ValueError(f"max_memory={max_memory} bytes is more than this machine can hold: its memory "
-                             f"(MemTotal, or the memory limit of this process's cgroup) is {limit} bytes; "
-                             "lower max_memory")
+        N.Engine.check_max_memory(max_memory)
         if output not in ("torch", "numpy"):
             raise ValueError(f"output should be 'torch' or 'numpy', but got {output!r}")
         if not isinstance(max_worker_restarts, int) or max_worker_restarts < 0:

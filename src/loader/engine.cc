@@ -11,12 +11,17 @@
 
 namespace stoker {
 
-Result<std::shared_ptr<Engine>> Engine::Create(const EngineOptions& o) {
-  if (Result<uint64_t> limit = MemoryLimitBytes(); limit.ok() && o.max_memory > limit.value())
-    return Status::InvalidArgument("max_memory=" + std::to_string(o.max_memory) +
+Status CheckMaxMemory(uint64_t max_memory) {
+  if (Result<uint64_t> limit = MemoryLimitBytes(); limit.ok() && max_memory > limit.value())
+    return Status::InvalidArgument("max_memory=" + std::to_string(max_memory) +
                                    " bytes is more than this machine can hold: its memory (MemTotal, or the "
                                    "memory limit of this process's cgroup) is " + std::to_string(limit.value()) +
                                    " bytes; lower max_memory");
+  return Status::OK();
+}
+
+Result<std::shared_ptr<Engine>> Engine::Create(const EngineOptions& o) {
+  STOKER_RETURN_IF_ERROR(CheckMaxMemory(o.max_memory));
   ArenaGeometry g;
   g.num_workers = o.num_workers;
   g.max_slots = o.max_slots;

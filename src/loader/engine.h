@@ -91,6 +91,10 @@ struct EngineStats {
   std::vector<WorkerStats> workers;
 };
 
+// InvalidArgument when max_memory is more than this process may ever use
+// (MemTotal or its cgroup's limit); Engine::Create checks it too.
+Status CheckMaxMemory(uint64_t max_memory);
+
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
   static constexpr uint64_t kMinRegion = 64 * 1024;  // room for any error report
