@@ -42,6 +42,8 @@ class Status {
   static Status Internal(std::string msg) { return {Code::kInternal, std::move(msg)}; }
   static Status Interrupted(std::string msg) { return {Code::kInterrupted, std::move(msg)}; }
   static Status Cancelled(std::string msg) { return {Code::kCancelled, std::move(msg)}; }
+  // A status of any code (e.g. one carried across processes as a code byte).
+  static Status FromCode(Code c, std::string msg) { return {c, std::move(msg)}; }
   // An I/O error for the system call `what` that failed with `err` (an errno value).
   static Status IOError(const std::string& what, int err);
 

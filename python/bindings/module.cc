@@ -13,6 +13,7 @@ void BindWorker(pybind11::module_& m);
 void BindScheduler(pybind11::module_& m);
 void BindShared(pybind11::module_& m);
 void BindProc(pybind11::module_& m);
+void BindIo(pybind11::module_& m);
 }  // namespace stoker::glue
 
 PYBIND11_MODULE(_stoker, m) {
@@ -27,4 +28,5 @@ PYBIND11_MODULE(_stoker, m) {
   stoker::glue::BindScheduler(m);
   stoker::glue::BindShared(m);
   stoker::glue::BindProc(m);
+  stoker::glue::BindIo(m);
 }

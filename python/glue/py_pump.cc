@@ -138,6 +138,21 @@ PyObject* Pump::Next(double timeout_s) {
         Py_DECREF(index);
         return nullptr;
       }
+      if (o.native_error) {
+        // A C++ worker thread's Status: raise it here, naming the batch.
+        const char* b = PyBytes_AS_STRING(report);
+        const Py_ssize_t n = PyBytes_GET_SIZE(report);
+        const auto code = static_cast<Status::Code>(n > 0 ? static_cast<uint8_t>(b[0]) : 0);
+        std::string msg(n > 1 ? b + 1 : "", n > 1 ? static_cast<size_t>(n - 1) : 0);
+        PyObject* r = PyObject_Repr(index);
+        msg += " (while loading batch " + std::to_string(o.batch_id) + " in native worker thread " +
+               std::to_string(o.worker) + (r ? std::string(", indices ") + PyUnicode_AsUTF8(r) : "") + ")";
+        Py_XDECREF(r);
+        Py_DECREF(report);
+        Py_DECREF(index);
+        PyErr_Clear();
+        return SetError(Status::FromCode(code == Status::Code::kOk ? Status::Code::kInternal : code, msg));
+      }
       return Py_BuildValue("(i(NIKN))", 1, report, o.worker, static_cast<unsigned long long>(o.batch_id), index);
     }
     case Outcome::Kind::kWorkerExit:

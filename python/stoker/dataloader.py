@@ -228,6 +228,11 @@ class _StokerIter(_BaseDataLoaderIter):
         self._numpy = loader.output == "numpy"
         self._in_order = loader.in_order
         self._is_iterable = self._dataset_kind == _DatasetKind.Iterable
+        # A native dataset with the default collate is read by C++ threads
+        # (num_workers of them, at least one) instead of worker processes.
+        self._native_ds = _native_source(loader, self._is_iterable)
+        if self._native_ds is not None:
+            self._num_workers = max(1, self._num_workers)
         nw = self._num_workers
         self._prefetch = (loader.prefetch_factor or 2) * max(nw, 1)
         user_collate = loader._user_collate_fn
@@ -261,7 +266,9 @@ class _StokerIter(_BaseDataLoaderIter):
         self._restarts_left = loader.max_worker_restarts
         self.restarts = []  # one record per replaced worker
         self._stats = _Throughput(self._engine)
-        if nw > 0:
+        if self._native_ds is not None:
+            self._native_workers = N.lib.NativeWorkers(self._engine, self._native_ds)
+        elif nw > 0:
             self._start_workers(loader)
         self._reset(loader, first_iter=True)
 
@@ -358,6 +365,9 @@ class _StokerIter(_BaseDataLoaderIter):
         for wid in range(len(self._workers)):
             engine.forget(wid)
         engine.shutdown()  # every worker wakes up and leaves
+        native = getattr(self, "_native_workers", None)
+        if native is not None:
+            native.stop()  # threads: they leave at once, nothing to reap
         _reaper.reap(self._workers, _JOIN_GRACE_S)
         pump = getattr(self, "_pump", None)
         if pump is not None:
@@ -421,7 +431,8 @@ class _StokerIter(_BaseDataLoaderIter):
         parts = []
         for wid, tasks in sorted(self._held_by().items()):
             batches = ", ".join(f"batch {b} (indices {short_repr(i, 120)})" for b, i in tasks)
-            parts.append(f"worker {wid} (pid {self._workers[wid].pid}) holds {batches}")
+            who = f"pid {self._workers[wid].pid}" if wid < len(self._workers) else "a native thread"
+            parts.append(f"worker {wid} ({who}) holds {batches}")
         raise LoaderTimeout(f"DataLoader timed out after {self._timeout} seconds"
                             + ("; " + "; ".join(parts) if parts else ""))
 
@@ -589,6 +600,19 @@ class _Throughput:
         return {"batches": self.batches, "batches_per_s": self.batches / elapsed,
                 "bytes_per_s": (delivered_bytes - self.bytes0) / elapsed,
                 "stall_s": self.stall, "stall_fraction": min(1.0, self.stall / elapsed), "elapsed_s": elapsed}
+
+
+def _native_source(loader, is_iterable):
+    """The C++ dataset to read with threads, or None to use worker processes
+    (any Python in the way: a collate_fn or worker_init_fn of the user's)."""
+    from stoker.io import NativeDataset
+    ds = loader.dataset
+    if is_iterable or not isinstance(ds, NativeDataset) or loader.worker_init_fn is not None:
+        return None
+    collate = loader._user_collate_fn
+    if not (_is_default(collate, "default_collate") or _is_default(collate, "default_convert")):
+        return None
+    return ds._native
 
 
 def _eager(it):

@@ -256,8 +256,9 @@ void Scheduler::Collect(const std::vector<Completion>& done, Outcome* exit_out, 
       engine_->Release(c.slot);
       if (c.worker < active_.size()) active_[c.worker] = false;
       r.kind = ReadyKind::kStop;
-    } else if (c.result == SlotResult::kError) {
+    } else if (c.result == SlotResult::kError || c.result == SlotResult::kNativeError) {
       r.kind = ReadyKind::kError;
+      r.native_error = c.result == SlotResult::kNativeError;
     }
     if (opts_.in_order) ready_in_order_.emplace(c.batch_id, r);
     else ready_fifo_.emplace_back(c.batch_id, r);
@@ -323,6 +324,7 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
       out->batch_id = bid;
       out->token = token;
       out->spilled = std::move(r.spilled);
+      out->native_error = r.native_error;
       MarkDelivered(bid);
       if (r.worker < delivered_by_worker_.size()) ++delivered_by_worker_[r.worker];
       last_worker_ = static_cast<int>(r.worker);

@@ -69,6 +69,7 @@ struct Outcome {
   // kBatch/kError: set when the batch was moved out of its slot to make room
   // (the slot is already released; decode these bytes instead).
   std::shared_ptr<const std::string> spilled;
+  bool native_error = false;  // kError: the slot holds u8 Status::Code + message, not a Python report
   ExitInfo exit;
 };
 
@@ -147,6 +148,7 @@ class Scheduler {
     uint32_t slot;
     uint32_t worker;
     std::shared_ptr<const std::string> spilled;  // moved out of its slot
+    bool native_error = false;
   };
   struct Retry {
     uint64_t batch_id;

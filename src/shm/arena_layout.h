@@ -75,6 +75,7 @@ enum class SlotResult : uint32_t {
   kError = 1,        // region holds a pickled exception report
   kStopIteration = 2,// iterable dataset exhausted in this worker
   kCancelled = 3,    // the main process took the task back (no memory now); it is dispatched again
+  kNativeError = 4,  // region holds u8 Status::Code + UTF-8 message (a C++ worker thread failed)
 };
 
 // Answers to a kNeedSpace request, in needed_bytes (else: the region fits).

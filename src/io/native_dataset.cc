@@ -1,0 +1,28 @@
+#include "stoker/native_dataset.h"
+
+#include "shm/batch_format.h"
+
+namespace stoker {
+
+static_assert(static_cast<int>(ElementType::kComplex128) == static_cast<int>(DType::kComplex128),
+              "ElementType mirrors the batch format's DType");
+
+uint32_t ElementSize(ElementType t) {
+  return static_cast<uint8_t>(t) < static_cast<uint8_t>(DType::kNumDTypes) ? DTypeSize(static_cast<DType>(t)) : 0;
+}
+
+uint64_t FieldSpec::bytes() const {
+  uint64_t n = ElementSize(dtype);
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+Result<ElementType> ParseElementType(const std::string& name) {
+  for (int i = 0; i < static_cast<int>(DType::kNumDTypes); ++i)
+    if (name == DTypeName(static_cast<DType>(i))) return static_cast<ElementType>(i);
+  return Status::InvalidArgument("unknown dtype '" + name +
+                                 "' (one of bool, uint8, int8, int16, int32, int64, uint16, uint32, uint64, "
+                                 "float16, bfloat16, float32, float64, complex64, complex128)");
+}
+
+}  // namespace stoker

@@ -1,0 +1,125 @@
+#include "io/record_file_dataset.h"
+
+#include <cctype>
+#include <cstring>
+
+namespace stoker {
+
+RecordFileDataset::RecordFileDataset(FileReader f, std::string kind, FieldSpec field, uint64_t data_offset,
+                                     uint64_t count)
+    : file_(std::move(f)), kind_(std::move(kind)), fields_{std::move(field)}, data_offset_(data_offset),
+      record_bytes_(fields_[0].bytes()), count_(count) {}
+
+Result<std::unique_ptr<RecordFileDataset>> RecordFileDataset::OpenRaw(const std::string& path, ElementType dtype,
+                                                                      std::vector<int64_t> shape) {
+  FieldSpec f{"", dtype, std::move(shape)};
+  for (int64_t d : f.shape)
+    if (d <= 0) return Status::InvalidArgument("RawDataset " + path + ": every dimension of shape must be > 0");
+  const uint64_t rec = f.bytes();
+  if (rec == 0) return Status::InvalidArgument("RawDataset " + path + ": records of 0 bytes");
+  STOKER_ASSIGN_OR_RETURN(FileReader file, FileReader::Open(path));
+  if (file.size() % rec != 0)
+    return Status::InvalidArgument("RawDataset " + path + ": " + std::to_string(file.size()) +
+                                   " bytes is not a whole number of " + std::to_string(rec) +
+                                   "-byte records (" + std::to_string(file.size() / rec) + " records and " +
+                                   std::to_string(file.size() % rec) +
+                                   " bytes left over): wrong dtype or shape, or a truncated file");
+  const uint64_t n = file.size() / rec;
+  return std::unique_ptr<RecordFileDataset>(new RecordFileDataset(std::move(file), "raw file", std::move(f), 0, n));
+}
+
+namespace {
+
+// The value after 'key': in a .npy header dict, e.g. 'descr': '<f4'.
+std::string HeaderValue(const std::string& h, const std::string& key) {
+  const size_t k = h.find("'" + key + "'");
+  if (k == std::string::npos) return "";
+  size_t p = h.find(':', k);
+  if (p == std::string::npos) return "";
+  ++p;
+  while (p < h.size() && std::isspace(static_cast<unsigned char>(h[p]))) ++p;
+  if (p >= h.size()) return "";
+  if (h[p] == '\'') {
+    const size_t e = h.find('\'', p + 1);
+    return e == std::string::npos ? "" : h.substr(p + 1, e - p - 1);
+  }
+  if (h[p] == '(') {
+    const size_t e = h.find(')', p);
+    return e == std::string::npos ? "" : h.substr(p, e - p + 1);
+  }
+  size_t e = p;
+  while (e < h.size() && (std::isalnum(static_cast<unsigned char>(h[e])))) ++e;
+  return h.substr(p, e - p);
+}
+
+Result<ElementType> NpyDescr(const std::string& d, const std::string& path) {
+  static const struct { const char* code; ElementType t; } kMap[] = {
+      {"|b1", ElementType::kBool},     {"|u1", ElementType::kUInt8},    {"|i1", ElementType::kInt8},
+      {"<i2", ElementType::kInt16},    {"<i4", ElementType::kInt32},    {"<i8", ElementType::kInt64},
+      {"<u2", ElementType::kUInt16},   {"<u4", ElementType::kUInt32},   {"<u8", ElementType::kUInt64},
+      {"<f2", ElementType::kFloat16},  {"<f4", ElementType::kFloat32},  {"<f8", ElementType::kFloat64},
+      {"<c8", ElementType::kComplex64}, {"<c16", ElementType::kComplex128}};
+  for (const auto& m : kMap)
+    if (d == m.code) return m.t;
+  return Status::InvalidArgument("NpyDataset " + path + ": dtype '" + d +
+                                 "' is not supported (little-endian numbers and bool only)");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RecordFileDataset>> RecordFileDataset::OpenNpy(const std::string& path) {
+  STOKER_ASSIGN_OR_RETURN(FileReader file, FileReader::Open(path));
+  uint8_t pre[12];
+  if (file.size() < 10) return Status::InvalidArgument("NpyDataset " + path + ": too short to be a .npy file");
+  STOKER_RETURN_IF_ERROR(file.ReadAt(0, pre, std::min<uint64_t>(12, file.size())));
+  if (std::memcmp(pre, "\x93NUMPY", 6) != 0)
+    return Status::InvalidArgument("NpyDataset " + path + ": not a .npy file (bad magic)");
+  const uint8_t major = pre[6];
+  uint64_t header_len, header_at;
+  if (major == 1) {
+    header_len = pre[8] | (uint64_t{pre[9]} << 8);
+    header_at = 10;
+  } else if (major == 2 || major == 3) {
+    header_len = pre[8] | (uint64_t{pre[9]} << 8) | (uint64_t{pre[10]} << 16) | (uint64_t{pre[11]} << 24);
+    header_at = 12;
+  } else {
+    return Status::InvalidArgument("NpyDataset " + path + ": .npy format version " + std::to_string(major) +
+                                   " is not supported");
+  }
+  if (header_at + header_len > file.size())
+    return Status::InvalidArgument("NpyDataset " + path + ": header runs past the end of the file");
+  std::string h(header_len, '\0');
+  STOKER_RETURN_IF_ERROR(file.ReadAt(header_at, h.data(), header_len));
+  if (HeaderValue(h, "fortran_order") != "False")
+    return Status::InvalidArgument("NpyDataset " + path + ": Fortran-ordered arrays are not supported "
+                                   "(save with np.ascontiguousarray)");
+  STOKER_ASSIGN_OR_RETURN(ElementType t, NpyDescr(HeaderValue(h, "descr"), path));
+  const std::string shape_s = HeaderValue(h, "shape");
+  std::vector<int64_t> shape;
+  for (size_t i = 1; i < shape_s.size();) {
+    while (i < shape_s.size() && !std::isdigit(static_cast<unsigned char>(shape_s[i]))) ++i;
+    if (i >= shape_s.size()) break;
+    int64_t v = 0;
+    while (i < shape_s.size() && std::isdigit(static_cast<unsigned char>(shape_s[i]))) v = v * 10 + (shape_s[i++] - '0');
+    shape.push_back(v);
+  }
+  if (shape.empty()) return Status::InvalidArgument("NpyDataset " + path + ": a 0-d array has no axis 0 to index");
+  const uint64_t n = static_cast<uint64_t>(shape[0]);
+  FieldSpec f{"", t, std::vector<int64_t>(shape.begin() + 1, shape.end())};
+  const uint64_t data_at = header_at + header_len;
+  if (data_at + n * f.bytes() > file.size())
+    return Status::InvalidArgument("NpyDataset " + path + ": the header declares " + std::to_string(n) +
+                                   " records of " + std::to_string(f.bytes()) + " bytes, but the file ends " +
+                                   std::to_string(data_at + n * f.bytes() - file.size()) +
+                                   " bytes short (truncated file?)");
+  return std::unique_ptr<RecordFileDataset>(new RecordFileDataset(std::move(file), "npy file", std::move(f), data_at, n));
+}
+
+Status RecordFileDataset::Read(uint64_t index, uint8_t* const* dst) {
+  if (index >= count_)
+    return Status::InvalidArgument("index " + std::to_string(index) + " is out of range for " + Describe() +
+                                   " (" + std::to_string(count_) + " records)");
+  return file_.ReadAt(data_offset_ + index * record_bytes_, dst[0], record_bytes_);
+}
+
+}  // namespace stoker

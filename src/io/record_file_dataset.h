@@ -1,0 +1,42 @@
+// Fixed-size records in one file, read with pread: RawDataset (a flat
+// binary file of records of a declared dtype and shape) and NpyDataset (one
+// .npy file, records along axis 0).  Both are one field; the batch is one
+// tensor [batch, *shape].
+#ifndef STOKER_IO_RECORD_FILE_DATASET_H_
+#define STOKER_IO_RECORD_FILE_DATASET_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/file_reader.h"
+#include "stoker/native_dataset.h"
+
+namespace stoker {
+
+class RecordFileDataset : public NativeDataset {
+ public:
+  // Raw: records of `shape` elements of `dtype`, from byte 0 to the end; the
+  // file's size must be a whole number of records.
+  static Result<std::unique_ptr<RecordFileDataset>> OpenRaw(const std::string& path, ElementType dtype,
+                                                            std::vector<int64_t> shape);
+  // .npy (format versions 1-3, little-endian or single-byte dtypes, C order):
+  // records along axis 0.
+  static Result<std::unique_ptr<RecordFileDataset>> OpenNpy(const std::string& path);
+
+  uint64_t size() const override { return count_; }
+  const std::vector<FieldSpec>& fields() const override { return fields_; }
+  Status Read(uint64_t index, uint8_t* const* dst) override;
+  std::string Describe() const override { return kind_ + " " + file_.path(); }
+
+ private:
+  RecordFileDataset(FileReader f, std::string kind, FieldSpec field, uint64_t data_offset, uint64_t count);
+  FileReader file_;
+  std::string kind_;
+  std::vector<FieldSpec> fields_;
+  uint64_t data_offset_, record_bytes_, count_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_IO_RECORD_FILE_DATASET_H_

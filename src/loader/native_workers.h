@@ -1,0 +1,36 @@
+// NativeWorkers: C++ threads that play the part of worker processes for a
+// NativeDataset.  Each thread takes tasks from its ring like a worker process
+// (WorkerPort), reads the samples with the dataset's Read straight into the
+// slot and publishes it; no Python, no GIL.  The Scheduler cannot tell them
+// from processes.
+//
+// Lifetime: Stop() (or the destructor) shuts the engine down and joins.
+#ifndef STOKER_LOADER_NATIVE_WORKERS_H_
+#define STOKER_LOADER_NATIVE_WORKERS_H_
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "loader/engine.h"
+#include "stoker/native_dataset.h"
+
+namespace stoker {
+
+class NativeWorkers {
+ public:
+  // One thread per worker id of `engine` (its num_workers).
+  NativeWorkers(std::shared_ptr<Engine> engine, std::shared_ptr<NativeDataset> dataset);
+  ~NativeWorkers();
+  void Stop();
+
+ private:
+  void Run(uint32_t id);
+  std::shared_ptr<Engine> engine_;
+  std::shared_ptr<NativeDataset> dataset_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_LOADER_NATIVE_WORKERS_H_
