@@ -29,10 +29,13 @@ Status FileReader::ReadAt(uint64_t offset, void* dst, uint64_t n) const {
       return Status::IOError("pread of " + std::to_string(n) + " bytes at offset " + std::to_string(offset) +
                              " of " + path_, errno);
     }
-    if (got == 0)
-      return Status::IOError(path_ + " ends at byte " + std::to_string(offset + done) + ", inside a read of " +
-                             std::to_string(n) + " bytes at offset " + std::to_string(offset) +
-                             " (truncated file?)", EIO);
+    if (got == 0) {
+      struct stat st {};
+      const uint64_t now = fstat(fd_.get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : offset + done;
+      return Status::IOError(path_ + " ends at byte " + std::to_string(now) + ", but a read of " +
+                             std::to_string(n) + " bytes at offset " + std::to_string(offset) + " needs " +
+                             std::to_string(offset + n) + " (truncated file?)", EIO);
+    }
     done += static_cast<uint64_t>(got);
   }
   return Status::OK();
