@@ -9,8 +9,9 @@ once first), loaded in batches of 8 for --seconds:
   torch:  torch.utils.data.DataLoader over a dataset that reads each record
           with numpy (np.fromfile at its offset), 2 worker processes.
 Also single-core memcpy bandwidth (same run) and how fast a Python thread in
-the main process runs while stoker loads, against idle.  Prints a table and,
-last, a JSON line.
+the main process runs while stoker loads, against idle.  With --cold (root:
+it drops the page cache), one sequential stoker epoch from disk against
+`dd` reading the same file.  Prints a table and, last, a JSON line.
 """
 from __future__ import annotations
 
@@ -78,6 +79,7 @@ def main(argv=None) -> int:
     p.add_argument("--gb", type=float, default=2.0)
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--dir", default=tempfile.gettempdir())
+    p.add_argument("--cold", action="store_true", help="also measure from disk (drops the page cache)")
     a = p.parse_args(argv)
     n = int(a.gb * (1 << 30)) // (RECORD * 4)
     path = os.path.join(a.dir, f"stoker_native_read_{n}.bin")
@@ -108,8 +110,32 @@ def main(argv=None) -> int:
           f"{out['stoker_over_memcpy']:.2f}x memcpy, {out['stoker_over_torch']:.1f}x torch")
     print(f"  torch DataLoader + np.fromfile {out['torch_gb_per_s']:6.2f} GB/s")
     print(f"  a Python thread while stoker loads: {100 * out['python_thread_rate_while_loading']:.0f}% of its idle rate")
+    if a.cold:
+        out.update(cold(path, n))
+        print(f"  cold cache: dd {out['dd_gb_per_s']:.2f} GB/s, stoker sequential epoch "
+              f"{out['cold_stoker_gb_per_s']:.2f} GB/s ({out['cold_stoker_over_dd']:.2f}x dd)")
     print(json.dumps(out))
     return 0
+
+
+def drop_page_cache():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def cold(path, n):
+    import subprocess
+    drop_page_cache()
+    t = time.perf_counter()
+    subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=16M"], check=True, capture_output=True)
+    dd = os.path.getsize(path) / (time.perf_counter() - t)
+    drop_page_cache()
+    loader = stoker.DataLoader(io.RawDataset(path, "float32", (RECORD,)), batch_size=8, num_workers=2)
+    t = time.perf_counter()
+    nbytes = sum(b.numel() * 4 for b in loader)
+    ours = nbytes / (time.perf_counter() - t)
+    return {"dd_gb_per_s": dd / 1e9, "cold_stoker_gb_per_s": ours / 1e9, "cold_stoker_over_dd": ours / dd}
 
 
 if __name__ == "__main__":

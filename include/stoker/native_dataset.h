@@ -41,6 +41,8 @@ class NativeDataset {
 
 // Size in bytes of one element; 0 for an unknown code.
 uint32_t ElementSize(ElementType t);
+// "float32", "int64", ... (numpy names).
+const char* DTypeNameOf(ElementType t);
 // Parses "float32", "int64", ... (numpy names).
 Result<ElementType> ParseElementType(const std::string& name);
 

@@ -20,6 +20,9 @@ void BindIo(py::module_& m) {
       .def_static("open_npy", [](const std::string& path) {
              return std::shared_ptr<NativeDataset>(Check(RecordFileDataset::OpenNpy(path)));
            })
+      .def_static("open_npy_dir", [](const std::string& dir) {
+             return std::shared_ptr<NativeDataset>(Check(NpyDirDataset::Open(dir)));
+           })
       .def("__len__", &NativeDataset::size)
       .def_property_readonly("fields", [](NativeDataset& d) {
              py::list out;

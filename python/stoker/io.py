@@ -10,7 +10,7 @@ DataLoader, a collate_fn of yours) goes through __getitem__, which returns
 numpy arrays, in worker processes as usual.
 
 So far: RawDataset (fixed-size records in a flat binary file) and NpyDataset
-(one .npy file, records along axis 0).
+(one .npy file, records along axis 0, or a directory of .npy files).
 """
 from __future__ import annotations
 
@@ -70,8 +70,12 @@ class RawDataset(NativeDataset):
 
 class NpyDataset(NativeDataset):
     """NpyDataset(path): one .npy file (C order, little-endian), indexed along
-    axis 0, read with pread (nothing loaded up front)."""
+    axis 0, read with pread (nothing loaded up front); or a directory of .npy
+    files, one sample each, in name order (all of one dtype and shape)."""
 
     def __init__(self, path: str | os.PathLike):
         self._args = (os.fspath(path),)
-        self._native = N.lib.NativeDataset.open_npy(self._args[0])
+        if os.path.isdir(self._args[0]):
+            self._native = N.lib.NativeDataset.open_npy_dir(self._args[0])
+        else:
+            self._native = N.lib.NativeDataset.open_npy(self._args[0])

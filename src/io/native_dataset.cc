@@ -17,6 +17,10 @@ uint64_t FieldSpec::bytes() const {
   return n;
 }
 
+const char* DTypeNameOf(ElementType t) {
+  return static_cast<uint8_t>(t) < static_cast<uint8_t>(DType::kNumDTypes) ? DTypeName(static_cast<DType>(t)) : "?";
+}
+
 Result<ElementType> ParseElementType(const std::string& name) {
   for (int i = 0; i < static_cast<int>(DType::kNumDTypes); ++i)
     if (name == DTypeName(static_cast<DType>(i))) return static_cast<ElementType>(i);

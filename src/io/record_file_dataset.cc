@@ -1,6 +1,8 @@
 #include "io/record_file_dataset.h"
 
+#include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <cstring>
 
 namespace stoker {
@@ -67,8 +69,8 @@ Result<ElementType> NpyDescr(const std::string& d, const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<RecordFileDataset>> RecordFileDataset::OpenNpy(const std::string& path) {
-  STOKER_ASSIGN_OR_RETURN(FileReader file, FileReader::Open(path));
+Result<NpyHeader> ParseNpyHeader(const FileReader& file) {
+  const std::string& path = file.path();
   uint8_t pre[12];
   if (file.size() < 10) return Status::InvalidArgument("NpyDataset " + path + ": too short to be a .npy file");
   STOKER_RETURN_IF_ERROR(file.ReadAt(0, pre, std::min<uint64_t>(12, file.size())));
@@ -93,26 +95,35 @@ Result<std::unique_ptr<RecordFileDataset>> RecordFileDataset::OpenNpy(const std:
   if (HeaderValue(h, "fortran_order") != "False")
     return Status::InvalidArgument("NpyDataset " + path + ": Fortran-ordered arrays are not supported "
                                    "(save with np.ascontiguousarray)");
-  STOKER_ASSIGN_OR_RETURN(ElementType t, NpyDescr(HeaderValue(h, "descr"), path));
+  NpyHeader out;
+  STOKER_ASSIGN_OR_RETURN(out.dtype, NpyDescr(HeaderValue(h, "descr"), path));
   const std::string shape_s = HeaderValue(h, "shape");
-  std::vector<int64_t> shape;
   for (size_t i = 1; i < shape_s.size();) {
     while (i < shape_s.size() && !std::isdigit(static_cast<unsigned char>(shape_s[i]))) ++i;
     if (i >= shape_s.size()) break;
     int64_t v = 0;
     while (i < shape_s.size() && std::isdigit(static_cast<unsigned char>(shape_s[i]))) v = v * 10 + (shape_s[i++] - '0');
-    shape.push_back(v);
+    out.shape.push_back(v);
   }
-  if (shape.empty()) return Status::InvalidArgument("NpyDataset " + path + ": a 0-d array has no axis 0 to index");
-  const uint64_t n = static_cast<uint64_t>(shape[0]);
-  FieldSpec f{"", t, std::vector<int64_t>(shape.begin() + 1, shape.end())};
-  const uint64_t data_at = header_at + header_len;
-  if (data_at + n * f.bytes() > file.size())
-    return Status::InvalidArgument("NpyDataset " + path + ": the header declares " + std::to_string(n) +
-                                   " records of " + std::to_string(f.bytes()) + " bytes, but the file ends " +
-                                   std::to_string(data_at + n * f.bytes() - file.size()) +
+  out.data_offset = header_at + header_len;
+  uint64_t bytes = ElementSize(out.dtype);
+  for (int64_t d : out.shape) bytes *= static_cast<uint64_t>(d);
+  if (out.data_offset + bytes > file.size())
+    return Status::InvalidArgument("NpyDataset " + path + ": the header declares " + std::to_string(bytes) +
+                                   " bytes of data, but the file ends " +
+                                   std::to_string(out.data_offset + bytes - file.size()) +
                                    " bytes short (truncated file?)");
-  return std::unique_ptr<RecordFileDataset>(new RecordFileDataset(std::move(file), "npy file", std::move(f), data_at, n));
+  return out;
+}
+
+Result<std::unique_ptr<RecordFileDataset>> RecordFileDataset::OpenNpy(const std::string& path) {
+  STOKER_ASSIGN_OR_RETURN(FileReader file, FileReader::Open(path));
+  STOKER_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(file));
+  if (h.shape.empty()) return Status::InvalidArgument("NpyDataset " + path + ": a 0-d array has no axis 0 to index");
+  const uint64_t n = static_cast<uint64_t>(h.shape[0]);
+  FieldSpec f{"", h.dtype, std::vector<int64_t>(h.shape.begin() + 1, h.shape.end())};
+  return std::unique_ptr<RecordFileDataset>(
+      new RecordFileDataset(std::move(file), "npy file", std::move(f), h.data_offset, n));
 }
 
 Status RecordFileDataset::Read(uint64_t index, uint8_t* const* dst) {
@@ -120,6 +131,39 @@ Status RecordFileDataset::Read(uint64_t index, uint8_t* const* dst) {
     return Status::InvalidArgument("index " + std::to_string(index) + " is out of range for " + Describe() +
                                    " (" + std::to_string(count_) + " records)");
   return file_.ReadAt(data_offset_ + index * record_bytes_, dst[0], record_bytes_);
+}
+
+Result<std::unique_ptr<NpyDirDataset>> NpyDirDataset::Open(const std::string& dir) {
+  std::unique_ptr<NpyDirDataset> d(new NpyDirDataset());
+  d->dir_ = dir;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == ".npy") d->files_.push_back(e.path().string());
+  if (ec) return Status::IOError("listing " + dir, ec.value());
+  if (d->files_.empty()) return Status::InvalidArgument("NpyDataset " + dir + ": no .npy files in the directory");
+  std::sort(d->files_.begin(), d->files_.end());
+  STOKER_ASSIGN_OR_RETURN(FileReader first, FileReader::Open(d->files_[0]));
+  STOKER_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(first));
+  d->fields_.push_back(FieldSpec{"", h.dtype, h.shape});
+  return d;
+}
+
+Status NpyDirDataset::Read(uint64_t index, uint8_t* const* dst) {
+  if (index >= files_.size())
+    return Status::InvalidArgument("index " + std::to_string(index) + " is out of range for " + Describe() + " (" +
+                                   std::to_string(files_.size()) + " files)");
+  STOKER_ASSIGN_OR_RETURN(FileReader file, FileReader::Open(files_[index]));
+  STOKER_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(file));
+  const FieldSpec& f = fields_[0];
+  if (h.dtype != f.dtype || h.shape != f.shape) {
+    std::string want, got;
+    for (int64_t v : f.shape) want += std::to_string(v) + ",";
+    for (int64_t v : h.shape) got += std::to_string(v) + ",";
+    return Status::InvalidArgument("NpyDataset " + files_[index] + ": shape (" + got + ") " +
+                                   DTypeNameOf(h.dtype) + " differs from the first file's (" + want + ") " +
+                                   DTypeNameOf(f.dtype) + " (" + files_[0] + "): every file must be alike");
+  }
+  return file.ReadAt(h.data_offset, dst[0], f.bytes());
 }
 
 }  // namespace stoker

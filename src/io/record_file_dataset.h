@@ -14,6 +14,16 @@
 
 namespace stoker {
 
+// What a .npy header says (format versions 1-3).
+struct NpyHeader {
+  ElementType dtype = ElementType::kFloat32;
+  std::vector<int64_t> shape;
+  uint64_t data_offset = 0;
+};
+// InvalidArgument naming the file for anything not a C-order, little-endian
+// .npy whose data is all there.
+Result<NpyHeader> ParseNpyHeader(const FileReader& file);
+
 class RecordFileDataset : public NativeDataset {
  public:
   // Raw: records of `shape` elements of `dtype`, from byte 0 to the end; the
@@ -35,6 +45,22 @@ class RecordFileDataset : public NativeDataset {
   std::string kind_;
   std::vector<FieldSpec> fields_;
   uint64_t data_offset_, record_bytes_, count_;
+};
+
+// A directory of .npy files, one sample each (sorted by name; all of one
+// dtype and shape, checked when each is read).
+class NpyDirDataset : public NativeDataset {
+ public:
+  static Result<std::unique_ptr<NpyDirDataset>> Open(const std::string& dir);
+  uint64_t size() const override { return files_.size(); }
+  const std::vector<FieldSpec>& fields() const override { return fields_; }
+  Status Read(uint64_t index, uint8_t* const* dst) override;
+  std::string Describe() const override { return "directory of .npy files " + dir_; }
+
+ private:
+  std::string dir_;
+  std::vector<std::string> files_;
+  std::vector<FieldSpec> fields_;
 };
 
 }  // namespace stoker

@@ -127,3 +127,18 @@ def test_the_gil_is_free_while_native_threads_load(tmp_path):
     # entirely; on 2 shared cores it keeps well over a third of its rate
     # (bench/native_read.py measures it at full rate).
     assert loading > 0.35 * idle, f"a Python thread ran at {loading / idle:.0%} of its idle rate"
+
+
+def test_a_directory_of_npy_files(tmp_path):
+    d = tmp_path / "samples"
+    d.mkdir()
+    for i in range(12):
+        np.save(d / f"s{i:03d}.npy", np.full((2, 3), i, np.int16))
+    ds = io.NpyDataset(d)
+    assert len(ds) == 12
+    got = torch.cat(list(stoker.DataLoader(ds, batch_size=4, num_workers=2)))
+    assert got.dtype == torch.int16 and got.shape == (12, 2, 3) and got[:, 0, 0].tolist() == list(range(12))
+    np.save(d / "s999.npy", np.zeros((3, 3), np.int16))  # one file unlike the others
+    ds = io.NpyDataset(d)
+    with pytest.raises(ValueError, match=r"s999\.npy: shape \(3,3,\) int16 differs from the first file's"):
+        list(stoker.DataLoader(ds, batch_size=13, num_workers=1))
