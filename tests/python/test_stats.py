@@ -56,7 +56,8 @@ def test_busy_fraction_stall_and_rates():
     assert t["stall_s"] <= t["elapsed_s"]
     for w in st["workers"]:
         assert 0.1 < w["busy_fraction"] <= 1.0, w  # start-up counts as time alive, not busy
-        assert w["batches"] == 8 and w["busy_s"] >= 8 * 4 * 0.004
+        assert w["batches"] >= 1 and w["busy_s"] >= w["batches"] * 4 * 0.004  # 4 ms per sample, 4 per batch
+    assert sum(w["batches"] for w in st["workers"]) == 16  # least loaded first: not always 8 each
 
 
 def test_stats_for_in_process_loading():
