@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -28,7 +27,7 @@ import torch
 
 import stoker
 from stoker import io
-from stoker.bench import memcpy_bandwidth
+from stoker.bench import memcpy_bandwidth, spin_rate
 
 RECORD = 1 << 20  # float32 elements: 4 MiB
 
@@ -53,25 +52,6 @@ def rate(loader, seconds):
             nbytes += b.numel() * b.element_size()
             if time.perf_counter() - t0 >= seconds:
                 return nbytes / (time.perf_counter() - t0)
-
-
-def spin_rate(seconds, work=None):
-    count, stop = [0], threading.Event()
-
-    def spin():
-        while not stop.is_set():
-            count[0] += 1
-
-    t = threading.Thread(target=spin)
-    t.start()
-    t0 = time.perf_counter()
-    if work is None:
-        time.sleep(seconds)
-    else:
-        work(seconds)
-    stop.set()
-    t.join()
-    return count[0] / (time.perf_counter() - t0)
 
 
 def main(argv=None) -> int:
@@ -99,7 +79,7 @@ def main(argv=None) -> int:
     stoker_bps = rate(ours, a.seconds)
     torch_bps = rate(theirs, a.seconds)
     idle = spin_rate(2.0)
-    busy = spin_rate(2.0, lambda s: rate(ours, s))
+    busy = spin_rate(2.0, lambda: rate(ours, 0.25))
     out = {"records": n, "file_gb": n * RECORD * 4 / 1e9, "memcpy_gb_per_s": memcpy / 1e9,
            "stoker_gb_per_s": stoker_bps / 1e9, "torch_gb_per_s": torch_bps / 1e9,
            "stoker_over_memcpy": stoker_bps / memcpy, "stoker_over_torch": stoker_bps / torch_bps,

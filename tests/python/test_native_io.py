@@ -1,6 +1,5 @@
 """Issue 6 (first part): native datasets read by C++ threads into the pool."""
 import os
-import threading
 import time
 
 import numpy as np
@@ -9,6 +8,7 @@ import torch
 
 import stoker
 from stoker import io
+from stoker.bench import spin_rate
 from leaks import children
 
 
@@ -85,29 +85,6 @@ def test_a_file_truncated_after_opening_names_file_and_offset(tmp_path):
     with pytest.raises(OSError, match=r"g\.bin ends at byte 40960.*truncated file.*batch 2.*indices \[8, 9, 10, 11\]"):
         next(it)
     assert all(b.shape == (4, 1024) for b in got)
-
-
-def spin_rate(seconds, work=None):
-    """Loop iterations per second of a Python thread, while `work` runs."""
-    count = [0]
-    stop = threading.Event()
-
-    def spin():
-        while not stop.is_set():
-            count[0] += 1
-
-    t = threading.Thread(target=spin)
-    t.start()
-    t0 = time.monotonic()
-    deadline = t0 + seconds
-    while time.monotonic() < deadline:
-        if work is None:
-            time.sleep(0.01)
-        else:
-            work()
-    stop.set()
-    t.join()
-    return count[0] / (time.monotonic() - t0)
 
 
 def test_the_gil_is_free_while_native_threads_load(tmp_path):

@@ -20,6 +20,30 @@ from stoker.bench.memory import PeakSampler
 from stoker.bench.workloads import WORKLOADS, Workload
 
 
+def spin_rate(seconds: float, work=None) -> float:
+    """Loop iterations per second of a Python thread over `seconds`, while
+    this thread calls `work()` again and again (or sleeps): how much a
+    loader leaves the GIL and the CPU to the rest of the program."""
+    import threading
+    count, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        if work is None:
+            time.sleep(0.01)
+        else:
+            work()
+    stop.set()
+    t.join()
+    return count[0] / (time.perf_counter() - t0)
+
+
 def memcpy_bandwidth(nbytes: int = 256 << 20, repeats: int = 5) -> float:
     """Single-core memcpy bandwidth in bytes/s (numpy.copyto of a large buffer)."""
     src = np.ones(nbytes, dtype=np.uint8)
