@@ -119,3 +119,21 @@ def test_a_directory_of_npy_files(tmp_path):
     ds = io.NpyDataset(d)
     with pytest.raises(ValueError, match=r"s999\.npy: shape \(3,3,\) int16 differs from the first file's"):
         list(stoker.DataLoader(ds, batch_size=13, num_workers=1))
+
+
+def test_native_dataset_resumes_mid_epoch(files):
+    ds = datasets(files)[1]
+
+    def make(seed):
+        return stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2,
+                                 generator=torch.Generator().manual_seed(seed))
+
+    expected = [b.tolist() for b in make(1)]
+    run = make(1)
+    it = iter(run)
+    before = [next(it).tolist() for _ in range(7)]
+    state = run.state_dict()
+    del it, run
+    resumed = make(999)
+    resumed.load_state_dict(state)
+    assert before + [b.tolist() for b in resumed] == expected
