@@ -539,7 +539,8 @@ class _StokerIter(_BaseDataLoaderIter):
             delivered, extra = self._pump.delivered()
             state.update(delivered=int(delivered), delivered_extra=[int(b) for b in extra])
         else:
-            state["delivered"] = self._delivered_local - len(self._local_skip & set(range(self._delivered_local)))
+            # Skips not reached yet are ids delivered out of order before a resume.
+            state.update(delivered=self._delivered_local, delivered_extra=sorted(self._local_skip))
         return state
 
     def stats(self, memory: bool = True) -> dict:

@@ -194,3 +194,24 @@ def test_sharded_sampler_matches_torchs_distributed_sampler(n, world, drop):
                 ours.set_epoch(epoch)
                 theirs.set_epoch(epoch)
                 assert list(ours) == list(theirs) and len(ours) == len(theirs)
+
+
+def test_resuming_again_keeps_batches_delivered_out_of_order():
+    # A state with batches 5 and 7 delivered ahead of the prefix (as in_order=False
+    # leaves it), resumed without workers, saved again after one batch, resumed again:
+    # 5 and 7 must still never come back.
+    full = make("sequential", 0, False, True, seed=0)
+    expected = [b.tolist() for b in full]
+    run = make("sequential", 0, False, True, seed=0)
+    state = dict(run.state_dict(), delivered=2, delivered_extra=[5, 7])
+    first = make("sequential", 0, False, True, seed=0)
+    first.load_state_dict(state)
+    it = iter(first)
+    got = [next(it).tolist()]
+    state2 = first.state_dict()
+    assert state2["delivered"] == 3 and state2["delivered_extra"] == [5, 7]
+    del it
+    second = make("sequential", 2, False, True, seed=0)
+    second.load_state_dict(state2)
+    got += [b.tolist() for b in second]
+    assert got == [b for i, b in enumerate(expected) if i not in (0, 1, 5, 7)]
