@@ -16,11 +16,13 @@
 
 #include "loader/scheduler.h"
 #include "loader/worker_port.h"
+#include "range_source.h"
 #include "watchdog.h"
 
 namespace stoker {
 namespace {
 
+using testing::RangeSource;
 using testing::Watchdog;
 
 // Batch sizes that jump with the first index, 200 KiB to 1000 KiB (bytes == 0 in RunWorker).
@@ -248,23 +250,6 @@ TEST(Engine, ShutdownReleasesBlockedWorkers) {
   Reap(e, {p0, p1});  // exits 0 only if Next() returned Closed
 }
 
-class VectorSource : public IndexSource {
- public:
-  explicit VectorSource(int n) : n_(n) {}
-  Result<bool> Next(TaskSpec* spec) override {
-    if (i_ >= n_) return false;
-    int64_t v = i_++;
-    spec->kind = TaskKind::kIndices;
-    spec->payload.assign(reinterpret_cast<const char*>(&v), 8);
-    spec->token = static_cast<uint64_t>(v) + 1;
-    return true;
-  }
-  void Drop(uint64_t) override { ++dropped; }
-  int dropped = 0;
-
- private:
-  int n_, i_ = 0;
-};
 
 // Worker 0 is slow on even batches; in-order delivery must still be 0,1,2,...
 TEST(Scheduler, InOrderDeliveryDespiteSlowWorker) {
@@ -273,7 +258,7 @@ TEST(Scheduler, InOrderDeliveryDespiteSlowWorker) {
   pid_t p0 = ForkWorker(e, 0, 4096, 2000), p1 = ForkWorker(e, 1, 4096, 2000);
   for (bool in_order : {true, false}) {
     Scheduler s(e, SchedulerOptions{2, 4, in_order, false});
-    VectorSource src(200);
+    RangeSource src(200);
     s.Reset(&src, false);
     std::vector<uint64_t> seen;
     for (;;) {
@@ -309,7 +294,7 @@ TEST(Scheduler, TightBudgetWithVaryingSizesNeverExceedsIt) {
   auto e = MakeEngine(2, kMax);
   pid_t p0 = ForkWorker(e, 0, 0, 3000), p1 = ForkWorker(e, 1, 0);
   Scheduler s(e, SchedulerOptions{2, 6, true, false});
-  VectorSource src(300);
+  RangeSource src(300);
   s.Reset(&src, false);
   std::vector<uint64_t> seen;
   for (;;) {

@@ -13,6 +13,7 @@
 #include "loader/native_batch.h"
 #include "loader/native_workers.h"
 #include "loader/scheduler.h"
+#include "range_source.h"
 #include "watchdog.h"
 
 namespace stoker {
@@ -104,23 +105,6 @@ TEST(NativeBatchLayout, TensorAndDictLayouts) {
   EXPECT_GE(two.Sample(r2.data(), 1, 0), two.Sample(r2.data(), 0, 2) + 5);
 }
 
-class Range : public IndexSource {
- public:
-  explicit Range(int n, int batch) : n_(n), batch_(batch) {}
-  Result<bool> Next(TaskSpec* spec) override {
-    if (i_ >= n_) return false;
-    spec->kind = TaskKind::kIndices;
-    spec->payload.clear();
-    for (int k = 0; k < batch_ && i_ < n_; ++k, ++i_) {
-      int64_t v = i_;
-      spec->payload.append(reinterpret_cast<const char*>(&v), 8);
-    }
-    return true;
-  }
-
- private:
-  int n_, batch_, i_ = 0;
-};
 
 TEST(NativeWorkers, ThreadsFillSlotsInOrder) {
   testing::Watchdog dog(std::chrono::seconds(60), "NativeWorkers");
@@ -129,7 +113,7 @@ TEST(NativeWorkers, ThreadsFillSlotsInOrder) {
   auto engine = Engine::Create(EngineOptions{2, 16 << 20, 64}).value();
   NativeWorkers workers(engine, ds);
   Scheduler sched(engine, SchedulerOptions{2, 4, true, false});
-  Range src(100, 8);
+  testing::RangeSource src(100, 8);
   sched.Reset(&src, false);
   int batches = 0;
   for (;;) {
