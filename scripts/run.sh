@@ -10,7 +10,9 @@ VENV="${STOKER_VENV:-.venv}"
 PY="$VENV/bin/python"
 
 apt_deps() {
-  local pkgs=(g++ cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev)
+  # protobuf: TFRecord's tf.train.Example (stoker.io).  The test run also
+  # needs GoogleTest, Google Benchmark and clang's libFuzzer (tests/fuzz).
+  local pkgs=(g++ cmake ninja-build libprotobuf-dev protobuf-compiler "$@")
   local missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   if ((${#missing[@]})); then
@@ -30,11 +32,12 @@ python_env() {
 
 case "$verb" in
   bench)
+    apt_deps
     python_env
     exec "$VENV/bin/stoker" bench "$@"
     ;;
   test)
-    apt_deps
+    apt_deps libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev
     python_env
     echo "== C++ unit tests"
     cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON >/dev/null

@@ -6,7 +6,9 @@
 #ifndef STOKER_NATIVE_DATASET_H_
 #define STOKER_NATIVE_DATASET_H_
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,8 +26,15 @@ struct FieldSpec {
   std::string name;            // "" for a dataset whose batch is one tensor
   ElementType dtype = ElementType::kFloat32;
   std::vector<int64_t> shape;  // of one sample
-  uint64_t bytes() const;      // of one sample
+  // A variable-length field: each sample is a 1-D tensor of dtype whose
+  // length SampleBytes() tells; a batch holds a list of them.  shape is {}.
+  bool variable = false;
+  uint64_t bytes() const;      // of one sample (fixed fields)
 };
+
+// What the readers do with a record whose content is bad (DataLoss: bad
+// CRC, truncated, a feature of the wrong type or shape).
+enum class OnError : uint8_t { kRaise = 0, kSkip = 1 };
 
 class NativeDataset {
  public:
@@ -37,6 +46,30 @@ class NativeDataset {
   virtual Status Read(uint64_t index, uint8_t* const* dst) = 0;
   // A short description for messages ("raw file /data/x.bin").
   virtual std::string Describe() const = 0;
+
+  // Variable fields only: the bytes of each field of sample `index`
+  // (bytes[f]; fixed fields get fields()[f].bytes()).
+  virtual Status SampleBytes(uint64_t index, uint64_t* bytes);
+  bool has_variable_fields() const;
+
+  // The epoch, for transforms whose randomness depends on it.
+  virtual void SetEpoch(uint64_t epoch) { epoch_.store(epoch, std::memory_order_relaxed); }
+  uint64_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
+
+  // Bad records: raise (the default) or skip and count.  Records found bad
+  // while opening (a damaged file tail) are counted at open.
+  void set_on_error(OnError e) { on_error_ = e; }
+  OnError on_error() const { return on_error_; }
+  void CountSkipped(const Status& why);
+  uint64_t skipped() const { return skipped_.load(std::memory_order_relaxed); }
+  std::string last_skipped() const;
+
+ private:
+  std::atomic<uint64_t> epoch_{0};
+  OnError on_error_ = OnError::kRaise;
+  std::atomic<uint64_t> skipped_{0};
+  mutable std::mutex skip_mu_;
+  std::string last_skipped_;
 };
 
 // Size in bytes of one element; 0 for an unknown code.

@@ -30,6 +30,7 @@ class Status {
     kInterrupted,       // a signal arrived while waiting; the caller may retry
     kCancelled,         // the task was taken back (e.g. to free memory); it runs again later
     kInternal,          // a broken invariant: a bug in stoker
+    kDataLoss,          // a file's content is corrupt or truncated (bad CRC, short record)
   };
 
   Status() = default;
@@ -42,6 +43,7 @@ class Status {
   static Status Internal(std::string msg) { return {Code::kInternal, std::move(msg)}; }
   static Status Interrupted(std::string msg) { return {Code::kInterrupted, std::move(msg)}; }
   static Status Cancelled(std::string msg) { return {Code::kCancelled, std::move(msg)}; }
+  static Status DataLoss(std::string msg) { return {Code::kDataLoss, std::move(msg)}; }
   // A status of any code (e.g. one carried across processes as a code byte).
   static Status FromCode(Code c, std::string msg) { return {c, std::move(msg)}; }
   // An I/O error for the system call `what` that failed with `err` (an errno value).
@@ -55,6 +57,7 @@ class Status {
   bool IsInterrupted() const { return code_ == Code::kInterrupted; }
   bool IsResourceExhausted() const { return code_ == Code::kResourceExhausted; }
   bool IsCancelled() const { return code_ == Code::kCancelled; }
+  bool IsDataLoss() const { return code_ == Code::kDataLoss; }
   // "IOError: mmap of 4096 bytes: Cannot allocate memory (errno 12)"
   std::string ToString() const;
 

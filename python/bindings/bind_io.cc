@@ -1,45 +1,154 @@
-// Binds the native read path (src/io, loader/native_workers.h).  Registration only.
+// Binds the native read path (src/io, loader/native_workers.h): datasets,
+// transforms and writers.  Registration and argument conversion only.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include "glue/errors.h"
 #include "io/record_file_dataset.h"
+#include "io/tar_file.h"
+#include "io/tar_shard_dataset.h"
+#include "io/tfrecord_dataset.h"
+#include "io/tfrecord_writer.h"
 #include "loader/native_workers.h"
 #include "shm/batch_format.h"
+#include "stoker/transforms.h"
 
 namespace py = pybind11;
 
 namespace stoker::glue {
 
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+OnError ParseOnError(const std::string& s) {
+  if (s == "raise") return OnError::kRaise;
+  if (s == "skip") return OnError::kSkip;
+  Throw(Status::InvalidArgument("on_error='" + s + "' is not one of 'raise', 'skip'"));
+}
+
+TarFieldKind ParseTarKind(const std::string& s) {
+  if (s == "npy") return TarFieldKind::kNpy;
+  if (s == "raw") return TarFieldKind::kRaw;
+  if (s == "int") return TarFieldKind::kInt;
+  if (s == "bytes") return TarFieldKind::kBytes;
+  Throw(Status::InvalidArgument("tar field kind '" + s + "' is not one of 'npy', 'raw', 'int', 'bytes'"));
+}
+
+const char* TarKindName(TarFieldKind k) {
+  switch (k) {
+    case TarFieldKind::kNpy: return "npy";
+    case TarFieldKind::kRaw: return "raw";
+    case TarFieldKind::kInt: return "int";
+    default: return "bytes";
+  }
+}
+
+std::shared_ptr<Transform> Take(Result<std::shared_ptr<Transform>> r) { return Check(std::move(r)); }
+
+}  // namespace
+
 void BindIo(py::module_& m) {
+  py::class_<Transform, std::shared_ptr<Transform>>(m, "Transform")
+      .def_static("cast", [](const std::string& dtype) { return MakeCast(Check(ParseElementType(dtype))); })
+      .def_static("normalize", [](std::vector<double> mean, std::vector<double> std, int axis) {
+             return Take(MakeNormalize(std::move(mean), std::move(std), axis)); })
+      .def_static("crop", [](Shape off, Shape size) { return Take(MakeCrop(std::move(off), std::move(size))); })
+      .def_static("random_crop", [](Shape size) { return Take(MakeRandomCrop(std::move(size))); })
+      .def_static("flip", [](int axis, double p) { return Take(MakeFlip(axis, p)); })
+      .def_static("reshape", [](Shape shape) { return Take(MakeReshape(std::move(shape))); })
+      .def("describe", &Transform::Describe)
+      // One array outside a loader: (dtype, shape, bytes) -> (dtype, shape, bytes).
+      .def("apply", [](Transform& t, const std::string& dtype, Shape shape, py::bytes data, uint64_t random) {
+             FieldSpec in{"", Check(ParseElementType(dtype)), std::move(shape)};
+             const std::string_view src = data;
+             if (src.size() != in.bytes())
+               Throw(Status::InvalidArgument("Transform.apply: " + std::to_string(src.size()) +
+                                             " bytes for a shape of " + std::to_string(in.bytes())));
+             FieldSpec out = Check(t.OutputSpec(in));
+             std::string dst(out.bytes(), '\0');
+             t.Apply(in, reinterpret_cast<const uint8_t*>(src.data()), reinterpret_cast<uint8_t*>(dst.data()), random);
+             return py::make_tuple(DTypeName(static_cast<DType>(out.dtype)), out.shape, py::bytes(dst)); });
+
   py::class_<NativeDataset, std::shared_ptr<NativeDataset>>(m, "NativeDataset")
-      .def_static("open_raw", [](const std::string& path, const std::string& dtype, std::vector<int64_t> shape) {
+      .def_static("open_raw", [](const std::string& path, const std::string& dtype, Shape shape, const std::string& io) {
              ElementType t = Check(ParseElementType(dtype));
-             return std::shared_ptr<NativeDataset>(Check(RecordFileDataset::OpenRaw(path, t, std::move(shape))));
-           })
-      .def_static("open_npy", [](const std::string& path) {
-             return std::shared_ptr<NativeDataset>(Check(RecordFileDataset::OpenNpy(path)));
-           })
+             return std::shared_ptr<NativeDataset>(
+                 Check(RecordFileDataset::OpenRaw(path, t, std::move(shape), Check(ParseIoMode(io))))); })
+      .def_static("open_npy", [](const std::string& path, const std::string& io) {
+             return std::shared_ptr<NativeDataset>(Check(RecordFileDataset::OpenNpy(path, Check(ParseIoMode(io))))); })
       .def_static("open_npy_dir", [](const std::string& dir) {
-             return std::shared_ptr<NativeDataset>(Check(NpyDirDataset::Open(dir)));
-           })
+             return std::shared_ptr<NativeDataset>(Check(NpyDirDataset::Open(dir))); })
+      .def_static("open_tfrecord", [](const std::vector<std::string>& paths,
+                                      const std::vector<std::tuple<std::string, std::string, Shape>>& features,
+                                      const std::string& index_dir, bool verify_crc, const std::string& io,
+                                      const std::string& on_error) {
+             std::vector<FieldSpec> specs;
+             for (const auto& [name, dtype, shape] : features)
+               specs.push_back(FieldSpec{name, Check(ParseElementType(dtype)), shape});
+             TFRecordOptions o{index_dir, verify_crc, Check(ParseIoMode(io)), ParseOnError(on_error)};
+             std::unique_ptr<TFRecordDataset> d;
+             {
+               py::gil_scoped_release nogil;  // the first open indexes the files
+               auto r = TFRecordDataset::Open(paths, std::move(specs), o);
+               py::gil_scoped_acquire gil;
+               d = Check(std::move(r));
+             }
+             return std::shared_ptr<NativeDataset>(std::move(d)); })
+      .def_static("open_tar", [](const std::vector<std::string>& paths,
+                                 const std::vector<std::tuple<std::string, std::string, std::string, Shape>>& fields,
+                                 const std::string& io, const std::string& on_error) {
+             std::vector<TarFieldDecl> decls;
+             for (const auto& [ext, kind, dtype, shape] : fields)
+               decls.push_back({ext, ParseTarKind(kind), dtype.empty() ? ElementType::kUInt8 : Check(ParseElementType(dtype)), shape});
+             TarShardOptions o{Check(ParseIoMode(io)), ParseOnError(on_error)};
+             std::unique_ptr<TarShardDataset> d;
+             {
+               py::gil_scoped_release nogil;
+               auto r = TarShardDataset::Open(paths, std::move(decls), o);
+               py::gil_scoped_acquire gil;
+               d = Check(std::move(r));
+             }
+             return std::shared_ptr<NativeDataset>(std::move(d)); })
+      .def_static("transform", [](std::shared_ptr<NativeDataset> base,
+                                  std::vector<std::pair<std::string, TransformChain>> chains, uint64_t seed) {
+             return Check(TransformDataset(std::move(base), std::move(chains), seed)); })
       .def("__len__", &NativeDataset::size)
       .def_property_readonly("fields", [](NativeDataset& d) {
              py::list out;
              for (const FieldSpec& f : d.fields())
-               out.append(py::make_tuple(f.name, DTypeName(static_cast<DType>(f.dtype)), f.shape));
+               out.append(py::make_tuple(f.name, DTypeName(static_cast<DType>(f.dtype)), f.shape, f.variable));
              return out; })
+      .def_property_readonly("tar_fields", [](NativeDataset& d) -> py::object {
+             auto* t = dynamic_cast<TarShardDataset*>(&d);
+             if (!t) return py::none();
+             py::list out;
+             for (const TarFieldDecl& f : t->decls()) out.append(py::make_tuple(f.ext, TarKindName(f.kind)));
+             return out; })
+      .def_property_readonly("index_paths", [](NativeDataset& d) -> py::object {
+             auto* t = dynamic_cast<TFRecordDataset*>(&d);
+             if (!t) return py::none();
+             return py::cast(t->index_paths()); })
       .def("describe", &NativeDataset::Describe)
+      .def("set_epoch", &NativeDataset::SetEpoch)
+      .def_property_readonly("skipped", &NativeDataset::skipped)
+      .def_property_readonly("last_skipped", &NativeDataset::last_skipped)
+      .def_property_readonly("on_error", [](NativeDataset& d) { return d.on_error() == OnError::kSkip ? "skip" : "raise"; })
       .def("read", [](NativeDataset& d, uint64_t i) {
              // One sample as bytes per field (the slow path, for __getitem__).
+             const std::vector<FieldSpec>& fields = d.fields();
+             std::vector<uint64_t> sizes(fields.size());
              std::vector<std::string> bufs;
              std::vector<uint8_t*> dst;
-             for (const FieldSpec& f : d.fields()) bufs.emplace_back(f.bytes(), '\0');
-             for (std::string& b : bufs) dst.push_back(reinterpret_cast<uint8_t*>(b.data()));
              Status st;
              {
                py::gil_scoped_release nogil;
-               st = d.Read(i, dst.data());
+               st = d.SampleBytes(i, sizes.data());
+               if (st.ok()) {
+                 for (uint64_t s : sizes) bufs.emplace_back(s, '\0');
+                 for (std::string& b : bufs) dst.push_back(reinterpret_cast<uint8_t*>(b.data()));
+                 st = d.Read(i, dst.data());
+               }
              }
              Check(st);
              py::list out;
@@ -50,6 +159,55 @@ void BindIo(py::module_& m) {
       .def(py::init([](std::shared_ptr<Engine> e, std::shared_ptr<NativeDataset> d) {
              return new NativeWorkers(std::move(e), std::move(d)); }))
       .def("stop", &NativeWorkers::Stop, py::call_guard<py::gil_scoped_release>());
+
+  py::class_<TFRecordWriter>(m, "TFRecordWriter")
+      .def(py::init([](const std::string& path) { return Check(TFRecordWriter::Create(path)).release(); }))
+      // features: (name, kind "float"/"int64"/"bytes", value) with value a
+      // C-contiguous float32 / int64 buffer, or a list of bytes.
+      .def("write", [](TFRecordWriter& w, const std::vector<std::tuple<std::string, std::string, py::object>>& feats) {
+             std::vector<FeatureValue> values;
+             std::vector<py::buffer_info> keep;
+             keep.reserve(feats.size());
+             for (const auto& [name, kind, value] : feats) {
+               FeatureValue v;
+               v.name = name;
+               if (kind == "bytes") {
+                 v.kind = FeatureValue::Kind::kBytes;
+                 for (py::handle b : value) {
+                   char* p;
+                   Py_ssize_t n;
+                   if (PyBytes_AsStringAndSize(b.ptr(), &p, &n) != 0) throw py::error_already_set();
+                   v.bytes.emplace_back(p, static_cast<size_t>(n));
+                 }
+               } else {
+                 keep.push_back(py::buffer(value).request());
+                 const py::buffer_info& bi = keep.back();
+                 v.count = static_cast<uint64_t>(bi.size);
+                 if (kind == "float") {
+                   v.kind = FeatureValue::Kind::kFloat;
+                   v.floats = static_cast<const float*>(bi.ptr);
+                 } else {
+                   v.kind = FeatureValue::Kind::kInt64;
+                   v.ints = static_cast<const int64_t*>(bi.ptr);
+                 }
+               }
+               values.push_back(std::move(v));
+             }
+             Check(w.Write(values)); })
+      .def("close", [](TFRecordWriter& w) { Check(w.Close()); })
+      .def_property_readonly("records", &TFRecordWriter::records);
+
+  m.def("tar_member", [](const std::string& path, py::bytes data) {
+    std::string out;
+    const std::string_view d = data;
+    Check(AppendTarMember(&out, path, d.data(), d.size()));
+    return py::bytes(out);
+  });
+  m.def("tar_end", [] {
+    std::string out;
+    AppendTarEnd(&out);
+    return py::bytes(out);
+  });
 }
 
 }  // namespace stoker::glue

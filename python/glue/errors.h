@@ -14,6 +14,7 @@ inline PyObject* SetError(const Status& s) {
   PyObject* type = PyExc_RuntimeError;
   switch (s.code()) {
     case Status::Code::kInvalidArgument: type = PyExc_ValueError; break;
+    case Status::Code::kDataLoss: type = PyExc_ValueError; break;
     case Status::Code::kIOError: type = PyExc_OSError; break;
     case Status::Code::kResourceExhausted: type = PyExc_MemoryError; break;
     case Status::Code::kTimeout: type = PyExc_TimeoutError; break;

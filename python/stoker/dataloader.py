@@ -233,6 +233,10 @@ class _StokerIter(_BaseDataLoaderIter):
         self._native_ds = _native_source(loader, self._is_iterable)
         if self._native_ds is not None:
             self._num_workers = max(1, self._num_workers)
+            if self._native_ds.on_error == "skip" and not self._auto_collation:
+                raise ValueError(f"{self._native_ds.describe()} skips bad records (on_error='skip'), which needs "
+                                 "batches to leave them out of: give a batch_size (batch_size=None yields "
+                                 "single samples)")
         nw = self._num_workers
         self._prefetch = (loader.prefetch_factor or 2) * max(nw, 1)
         user_collate = loader._user_collate_fn
@@ -555,6 +559,10 @@ class _StokerIter(_BaseDataLoaderIter):
         st["throughput"] = t
         if memory:
             st["tree_pss"] = st["main"]["pss"] + sum(w["pss"] for w in st["workers"])
+        if self._native_ds is not None:
+            # Native reader threads: bad records skipped (on_error="skip").
+            st["native"] = {"threads": self._num_workers, "skipped": self._native_ds.skipped,
+                            "last_skipped": self._native_ds.last_skipped}
         return st
 
     def __getstate__(self):

@@ -22,6 +22,7 @@ std::string Status::ToString() const {
     case Code::kWorkerDied: name = "WorkerDied"; break;
     case Code::kInterrupted: name = "Interrupted"; break;
     case Code::kInternal: name = "Internal"; break;
+    case Code::kDataLoss: name = "DataLoss"; break;
   }
   return std::string(name) + ": " + msg_;
 }

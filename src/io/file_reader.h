@@ -1,9 +1,19 @@
-// FileReader: positional reads of one file (pread; no shared offset, so any
-// number of threads read at once), with errors that name the file.
+// FileReader: positional reads of one file, with errors that name the file.
+// Any number of threads read at once (no shared offset).
+//
+// Modes (IoMode):
+//   kPread   pread(2) through the page cache (the default);
+//   kMmap    the file mapped once, reads are copies out of the mapping (no
+//            system call per read; a file truncated while mapped raises
+//            SIGBUS, so only for files nobody rewrites);
+//   kDirect  O_DIRECT: reads bypass the page cache, through an aligned
+//            per-thread bounce buffer (for data read once per epoch that
+//            would otherwise evict everything else from the cache).
 #ifndef STOKER_IO_FILE_READER_H_
 #define STOKER_IO_FILE_READER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/unique_fd.h"
@@ -11,19 +21,47 @@
 
 namespace stoker {
 
+enum class IoMode : uint8_t { kPread = 0, kMmap = 1, kDirect = 2 };
+Result<IoMode> ParseIoMode(const std::string& name);  // "pread", "mmap", "direct"
+
+struct FileReaderOptions {
+  IoMode mode = IoMode::kPread;
+  bool sequential = false;  // posix_fadvise(SEQUENTIAL): larger kernel read-ahead
+};
+
 class FileReader {
  public:
-  static Result<FileReader> Open(const std::string& path);
+  static Result<FileReader> Open(const std::string& path, FileReaderOptions options = {});
+  FileReader() = default;
+  FileReader(FileReader&&) noexcept = default;
+  FileReader& operator=(FileReader&&) noexcept = default;
+  ~FileReader();
   // Reads exactly n bytes at offset; IOError naming the file and offset on
   // failure or end of file.
   Status ReadAt(uint64_t offset, void* dst, uint64_t n) const;
+  // kMmap only: the mapped bytes [offset, offset+n), or nullptr (another
+  // mode, or out of range).
+  const uint8_t* Mapped(uint64_t offset, uint64_t n) const {
+    return map_ && offset <= size_ && n <= size_ - offset ? static_cast<const uint8_t*>(map_->addr) + offset
+                                                          : nullptr;
+  }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  IoMode mode() const { return mode_; }
 
  private:
+  Status DirectRead(uint64_t offset, uint8_t* dst, uint64_t n) const;
+  Status ShortFile(uint64_t offset, uint64_t n) const;
   UniqueFd fd_;
   uint64_t size_ = 0;
   std::string path_;
+  IoMode mode_ = IoMode::kPread;
+  struct Mapping {
+    void* addr = nullptr;
+    uint64_t len = 0;
+    ~Mapping();
+  };
+  std::unique_ptr<Mapping> map_;
 };
 
 }  // namespace stoker

@@ -11,6 +11,32 @@ uint32_t ElementSize(ElementType t) {
   return static_cast<uint8_t>(t) < static_cast<uint8_t>(DType::kNumDTypes) ? DTypeSize(static_cast<DType>(t)) : 0;
 }
 
+Status NativeDataset::SampleBytes(uint64_t, uint64_t* bytes) {
+  const std::vector<FieldSpec>& f = fields();
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i].variable) return Status::Internal(Describe() + " has a variable field but no SampleBytes");
+    bytes[i] = f[i].bytes();
+  }
+  return Status::OK();
+}
+
+bool NativeDataset::has_variable_fields() const {
+  for (const FieldSpec& f : fields())
+    if (f.variable) return true;
+  return false;
+}
+
+void NativeDataset::CountSkipped(const Status& why) {
+  skipped_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> g(skip_mu_);
+  last_skipped_ = why.message();
+}
+
+std::string NativeDataset::last_skipped() const {
+  std::lock_guard<std::mutex> g(skip_mu_);
+  return last_skipped_;
+}
+
 uint64_t FieldSpec::bytes() const {
   uint64_t n = ElementSize(dtype);
   for (int64_t d : shape) n *= static_cast<uint64_t>(d);

@@ -13,13 +13,13 @@ RecordFileDataset::RecordFileDataset(FileReader f, std::string kind, FieldSpec f
       record_bytes_(fields_[0].bytes()), count_(count) {}
 
 Result<std::unique_ptr<RecordFileDataset>> RecordFileDataset::OpenRaw(const std::string& path, ElementType dtype,
-                                                                      std::vector<int64_t> shape) {
+                                                                      std::vector<int64_t> shape, IoMode io) {
   FieldSpec f{"", dtype, std::move(shape)};
   for (int64_t d : f.shape)
     if (d <= 0) return Status::InvalidArgument("RawDataset " + path + ": every dimension of shape must be > 0");
   const uint64_t rec = f.bytes();
   if (rec == 0) return Status::InvalidArgument("RawDataset " + path + ": records of 0 bytes");
-  STOKER_ASSIGN_OR_RETURN(FileReader file, FileReader::Open(path));
+  STOKER_ASSIGN_OR_RETURN(FileReader file, FileReader::Open(path, {io, false}));
   if (file.size() % rec != 0)
     return Status::InvalidArgument("RawDataset " + path + ": " + std::to_string(file.size()) +
                                    " bytes is not a whole number of " + std::to_string(rec) +
@@ -69,11 +69,10 @@ Result<ElementType> NpyDescr(const std::string& d, const std::string& path) {
 
 }  // namespace
 
-Result<NpyHeader> ParseNpyHeader(const FileReader& file) {
-  const std::string& path = file.path();
+Result<NpyHeader> ParseNpyHeader(const FileReader& file, uint64_t start, uint64_t size, const std::string& path) {
   uint8_t pre[12];
-  if (file.size() < 10) return Status::InvalidArgument("NpyDataset " + path + ": too short to be a .npy file");
-  STOKER_RETURN_IF_ERROR(file.ReadAt(0, pre, std::min<uint64_t>(12, file.size())));
+  if (size < 10) return Status::InvalidArgument("NpyDataset " + path + ": too short to be a .npy file");
+  STOKER_RETURN_IF_ERROR(file.ReadAt(start, pre, std::min<uint64_t>(12, size)));
   if (std::memcmp(pre, "\x93NUMPY", 6) != 0)
     return Status::InvalidArgument("NpyDataset " + path + ": not a .npy file (bad magic)");
   const uint8_t major = pre[6];
@@ -88,10 +87,10 @@ Result<NpyHeader> ParseNpyHeader(const FileReader& file) {
     return Status::InvalidArgument("NpyDataset " + path + ": .npy format version " + std::to_string(major) +
                                    " is not supported");
   }
-  if (header_at + header_len > file.size())
+  if (header_at + header_len > size)
     return Status::InvalidArgument("NpyDataset " + path + ": header runs past the end of the file");
   std::string h(header_len, '\0');
-  STOKER_RETURN_IF_ERROR(file.ReadAt(header_at, h.data(), header_len));
+  STOKER_RETURN_IF_ERROR(file.ReadAt(start + header_at, h.data(), header_len));
   if (HeaderValue(h, "fortran_order") != "False")
     return Status::InvalidArgument("NpyDataset " + path + ": Fortran-ordered arrays are not supported "
                                    "(save with np.ascontiguousarray)");
@@ -108,16 +107,17 @@ Result<NpyHeader> ParseNpyHeader(const FileReader& file) {
   out.data_offset = header_at + header_len;
   uint64_t bytes = ElementSize(out.dtype);
   for (int64_t d : out.shape) bytes *= static_cast<uint64_t>(d);
-  if (out.data_offset + bytes > file.size())
+  if (out.data_offset + bytes > size)
     return Status::InvalidArgument("NpyDataset " + path + ": the header declares " + std::to_string(bytes) +
                                    " bytes of data, but the file ends " +
-                                   std::to_string(out.data_offset + bytes - file.size()) +
+                                   std::to_string(out.data_offset + bytes - size) +
                                    " bytes short (truncated file?)");
+  out.data_offset += start;
   return out;
 }
 
-Result<std::unique_ptr<RecordFileDataset>> RecordFileDataset::OpenNpy(const std::string& path) {
-  STOKER_ASSIGN_OR_RETURN(FileReader file, FileReader::Open(path));
+Result<std::unique_ptr<RecordFileDataset>> RecordFileDataset::OpenNpy(const std::string& path, IoMode io) {
+  STOKER_ASSIGN_OR_RETURN(FileReader file, FileReader::Open(path, {io, false}));
   STOKER_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(file));
   if (h.shape.empty()) return Status::InvalidArgument("NpyDataset " + path + ": a 0-d array has no axis 0 to index");
   const uint64_t n = static_cast<uint64_t>(h.shape[0]);

@@ -21,18 +21,23 @@ struct NpyHeader {
   uint64_t data_offset = 0;
 };
 // InvalidArgument naming the file for anything not a C-order, little-endian
-// .npy whose data is all there.
-Result<NpyHeader> ParseNpyHeader(const FileReader& file);
+// .npy whose data is all there.  The .npy may be a part of the file: `size`
+// bytes from `start` (a tar member), named `name` in messages; data_offset
+// is then relative to the file.
+Result<NpyHeader> ParseNpyHeader(const FileReader& file, uint64_t start, uint64_t size, const std::string& name);
+inline Result<NpyHeader> ParseNpyHeader(const FileReader& file) {
+  return ParseNpyHeader(file, 0, file.size(), file.path());
+}
 
 class RecordFileDataset : public NativeDataset {
  public:
   // Raw: records of `shape` elements of `dtype`, from byte 0 to the end; the
   // file's size must be a whole number of records.
   static Result<std::unique_ptr<RecordFileDataset>> OpenRaw(const std::string& path, ElementType dtype,
-                                                            std::vector<int64_t> shape);
+                                                            std::vector<int64_t> shape, IoMode io = IoMode::kPread);
   // .npy (format versions 1-3, little-endian or single-byte dtypes, C order):
   // records along axis 0.
-  static Result<std::unique_ptr<RecordFileDataset>> OpenNpy(const std::string& path);
+  static Result<std::unique_ptr<RecordFileDataset>> OpenNpy(const std::string& path, IoMode io = IoMode::kPread);
 
   uint64_t size() const override { return count_; }
   const std::vector<FieldSpec>& fields() const override { return fields_; }

@@ -1,6 +1,11 @@
-// The batch-format layout of n samples of a NativeDataset's fields: one
-// tensor [n, *shape] (one unnamed field) or a dict of them, written by C++
-// worker threads straight into a slot (src/shm/batch_format.h).
+// The batch-format layout of n samples of a NativeDataset's fields, written
+// by C++ worker threads straight into a slot (src/shm/batch_format.h):
+//   - a fixed field is one tensor [n, *shape] (without the n for an unbatched
+//     sample, batch_size=None);
+//   - a variable field is a list of n 1-D tensors, each its own length;
+//   - one unnamed field is the batch itself, else a dict by field name.
+// The header is written last (WriteHeader), when it is known which samples
+// were kept: a sample skipped as bad is left out and the rest close ranks.
 #ifndef STOKER_LOADER_NATIVE_BATCH_H_
 #define STOKER_LOADER_NATIVE_BATCH_H_
 
@@ -16,18 +21,27 @@ namespace stoker {
 class NativeBatchLayout {
  public:
   // batched=false: one sample without the batch dimension (batch_size=None).
-  NativeBatchLayout(const std::vector<FieldSpec>& fields, uint64_t n, bool batched = true);
+  // sample_bytes (n x fields, row per sample) is needed when a field is
+  // variable; fixed fields' entries are ignored.
+  NativeBatchLayout(const std::vector<FieldSpec>& fields, uint64_t n, bool batched = true,
+                    const std::vector<uint64_t>* sample_bytes = nullptr);
   uint64_t total_bytes() const { return total_; }
-  // Writes the header and the tree; the caller fills the leaves.
-  void WriteHeader(uint8_t* region) const;
   // Where sample i of field f goes.
   uint8_t* Sample(uint8_t* region, size_t f, uint64_t i) const {
-    return region + offsets_[f] + i * sample_bytes_[f];
+    return region + (fields_[f].variable ? var_offsets_[f][i] : offsets_[f] + i * fields_[f].bytes());
   }
+  // Writes the header and the tree for the samples `kept` (positions in
+  // 0..n-1, ascending; nullptr: all), moving kept fixed-field samples down.
+  void WriteHeader(uint8_t* region, const std::vector<uint64_t>* kept = nullptr) const;
 
  private:
-  TreeWriter tree_;
-  std::vector<uint64_t> offsets_, sample_bytes_;
+  void BuildTree(TreeWriter* tree, const std::vector<uint64_t>* kept) const;
+  std::vector<FieldSpec> fields_;
+  uint64_t n_;
+  bool batched_, dict_;
+  std::vector<uint64_t> offsets_;                   // fixed fields
+  std::vector<std::vector<uint64_t>> var_offsets_;  // variable fields, per sample
+  std::vector<uint64_t> sample_bytes_;              // n x fields
   uint64_t total_ = 0;
 };
 

@@ -40,13 +40,24 @@ void NativeWorkers::Stop() {
 void NativeWorkers::Run(uint32_t id) {
   WorkerPort port(std::shared_ptr<Arena>(engine_, &engine_->arena()), id);
   const std::vector<FieldSpec>& fields = dataset_->fields();
+  const size_t nf = fields.size();
+  const bool variable = dataset_->has_variable_fields();
+  const bool skip_bad = dataset_->on_error() == OnError::kSkip;
   std::vector<int64_t> indices;
-  std::vector<uint8_t*> dst(fields.size());
+  std::vector<uint8_t*> dst(nf);
+  std::vector<uint64_t> sizes;
+  std::vector<uint8_t> bad;      // per sample: skipped
+  std::vector<uint64_t> kept;
+  // A bad record: skipped and counted (on_error=skip), else the batch fails.
+  auto skippable = [&](const Status& st) { return skip_bad && st.IsDataLoss(); };
   for (;;) {
     Task t;
     Status st = port.Next(&t, -1);
     if (!st.ok()) return;  // Closed: the loader is shutting down
     if (t.msg != TaskMsg::kFill) continue;
+    // loader.set_epoch(): the dataset's transforms see it from this task on.
+    const int64_t epoch = port.epoch();
+    if (epoch >= 0 && static_cast<uint64_t>(epoch) != dataset_->epoch()) dataset_->SetEpoch(static_cast<uint64_t>(epoch));
     if (t.kind != TaskKind::kIndices && t.kind != TaskKind::kIndex) {
       PublishError(port, t.slot, Status::InvalidArgument(
           "a native dataset (" + dataset_->Describe() + ") takes integer indices from its sampler"));
@@ -54,8 +65,31 @@ void NativeWorkers::Run(uint32_t id) {
     }
     indices.resize(t.payload_bytes / 8);
     if (!indices.empty()) std::memcpy(indices.data(), t.payload, indices.size() * 8);  // before Reserve moves it
+    const uint64_t n = indices.size();
+    Status failed;
+    for (int64_t i : indices)
+      if (i < 0) failed = Status::InvalidArgument("index " + std::to_string(i) + " is negative");
+    bad.assign(n, 0);
+    if (variable && failed.ok()) {
+      sizes.assign(n * nf, 0);
+      for (uint64_t i = 0; i < n && failed.ok(); ++i) {
+        Status s = dataset_->SampleBytes(static_cast<uint64_t>(indices[i]), &sizes[i * nf]);
+        if (s.ok()) continue;
+        if (!skippable(s)) {
+          failed = s;
+          break;
+        }
+        dataset_->CountSkipped(s);
+        bad[i] = 1;
+        for (size_t f = 0; f < nf; ++f) sizes[i * nf + f] = 0;
+      }
+    }
+    if (!failed.ok()) {
+      PublishError(port, t.slot, failed);
+      continue;
+    }
     // batch_size=None (kIndex): one sample, without a batch dimension.
-    NativeBatchLayout layout(fields, indices.size(), t.kind == TaskKind::kIndices);
+    NativeBatchLayout layout(fields, n, t.kind == TaskKind::kIndices, variable ? &sizes : nullptr);
     Result<uint8_t*> region = port.Reserve(t.slot, layout.total_bytes());
     if (region.status().IsCancelled()) {
       port.Publish(t.slot, SlotResult::kCancelled, 0);
@@ -65,20 +99,28 @@ void NativeWorkers::Run(uint32_t id) {
       PublishError(port, t.slot, region.status());
       continue;
     }
-    layout.WriteHeader(region.value());
-    Status failed;
-    for (uint64_t i = 0; i < indices.size() && failed.ok(); ++i) {
-      if (indices[i] < 0) {
-        failed = Status::InvalidArgument("index " + std::to_string(indices[i]) + " is negative");
-        break;
+    kept.clear();
+    for (uint64_t i = 0; i < n && failed.ok(); ++i) {
+      if (bad[i]) continue;
+      for (size_t f = 0; f < nf; ++f) dst[f] = layout.Sample(region.value(), f, i);
+      Status s = dataset_->Read(static_cast<uint64_t>(indices[i]), dst.data());
+      if (s.ok()) {
+        kept.push_back(i);
+      } else if (skippable(s)) {
+        dataset_->CountSkipped(s);
+      } else {
+        failed = s;
       }
-      for (size_t f = 0; f < fields.size(); ++f) dst[f] = layout.Sample(region.value(), f, i);
-      failed = dataset_->Read(static_cast<uint64_t>(indices[i]), dst.data());
     }
+    if (failed.ok() && kept.empty() && t.kind == TaskKind::kIndex)
+      failed = Status::InvalidArgument("sample " + std::to_string(indices[0]) + " of " + dataset_->Describe() +
+                                       " is bad and was skipped, but with batch_size=None there is no batch to "
+                                       "leave it out of: " + dataset_->last_skipped());
     if (!failed.ok()) {
       PublishError(port, t.slot, failed);
       continue;
     }
+    layout.WriteHeader(region.value(), kept.size() == n ? nullptr : &kept);
     port.Publish(t.slot, SlotResult::kOk, layout.total_bytes());
   }
 }

@@ -1,0 +1,144 @@
+#include "io/crc32c.h"
+
+#include <array>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
+namespace stoker {
+
+namespace {
+
+constexpr uint32_t kPoly = 0x82f63b78u;  // reflected Castagnoli polynomial
+
+// kTable[k][b]: CRC of byte b followed by k zero bytes (slicing-by-8).
+struct Tables {
+  std::array<std::array<uint32_t, 256>, 8> t{};
+  constexpr Tables() {
+    for (uint32_t b = 0; b < 256; ++b) {
+      uint32_t c = b;
+      for (int i = 0; i < 8; ++i) c = (c >> 1) ^ ((c & 1) ? kPoly : 0);
+      t[0][b] = c;
+    }
+    for (uint32_t b = 0; b < 256; ++b)
+      for (int k = 1; k < 8; ++k) t[k][b] = (t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xff];
+  }
+};
+constexpr Tables kTables;
+
+uint32_t SoftwareExtend(uint32_t crc, const uint8_t* p, size_t n) {
+  const auto& t = kTables.t;
+  uint32_t c = ~crc;
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    v ^= c;
+    c = t[7][v & 0xff] ^ t[6][(v >> 8) & 0xff] ^ t[5][(v >> 16) & 0xff] ^ t[4][(v >> 24) & 0xff] ^
+        t[3][(v >> 32) & 0xff] ^ t[2][(v >> 40) & 0xff] ^ t[1][(v >> 48) & 0xff] ^ t[0][v >> 56];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) c = (c >> 8) ^ t[0][(c ^ *p++) & 0xff];
+  return ~c;
+}
+
+// Multiplication in GF(2)[x] mod the polynomial, for combining streams:
+// x^(8*len) applied to a CRC state, as a 32x32 matrix over GF(2) built once
+// per stream length.  Streams are long (kStream bytes), so shifting costs
+// nothing next to the data.
+uint32_t GfMultiply(uint32_t a, uint32_t b) {  // both reflected
+  uint32_t r = 0;
+  for (int i = 0; i < 32; ++i) {
+    if (a & 0x80000000u) r ^= b;
+    a <<= 1;
+    b = (b >> 1) ^ ((b & 1) ? kPoly : 0);
+  }
+  return r;
+}
+
+// x^(8n) mod P in reflected form.
+uint32_t XPow8N(uint64_t n) {
+  uint32_t result = 0x80000000u;  // x^0
+  uint32_t p = 0x00800000u;       // x^8
+  while (n) {
+    if (n & 1) result = GfMultiply(result, p);
+    p = GfMultiply(p, p);
+    n >>= 1;
+  }
+  return result;
+}
+
+#if defined(__x86_64__)
+constexpr size_t kStream = 8192;  // bytes per stream per round (3 streams)
+
+__attribute__((target("sse4.2"))) uint32_t HardwareExtend(uint32_t crc, const uint8_t* p, size_t n) {
+  uint64_t c0 = ~crc;
+  // Byte-align to 8.
+  while (n && (reinterpret_cast<uintptr_t>(p) & 7)) {
+    c0 = _mm_crc32_u8(static_cast<uint32_t>(c0), *p++);
+    --n;
+  }
+  if (n >= 3 * kStream) {
+    static const uint32_t kShift = XPow8N(kStream);  // moves a CRC state past kStream bytes
+    while (n >= 3 * kStream) {
+      uint64_t c1 = 0, c2 = 0;
+      const uint8_t* a = p;
+      const uint8_t* b = p + kStream;
+      const uint8_t* d = p + 2 * kStream;
+      for (size_t i = 0; i < kStream; i += 8) {
+        uint64_t va, vb, vd;
+        std::memcpy(&va, a + i, 8);
+        std::memcpy(&vb, b + i, 8);
+        std::memcpy(&vd, d + i, 8);
+        c0 = _mm_crc32_u64(c0, va);
+        c1 = _mm_crc32_u64(c1, vb);
+        c2 = _mm_crc32_u64(c2, vd);
+      }
+      // state(a|b|d) = shift(shift(c0) ^ c1) ^ c2, with c1, c2 started from 0
+      // (the ~ pre/post conditioning belongs to c0 only).
+      uint32_t s = GfMultiply(static_cast<uint32_t>(c0), kShift) ^ static_cast<uint32_t>(c1);
+      s = GfMultiply(s, kShift) ^ static_cast<uint32_t>(c2);
+      c0 = s;
+      p += 3 * kStream;
+      n -= 3 * kStream;
+    }
+  }
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c0 = _mm_crc32_u64(c0, v);
+    p += 8;
+    n -= 8;
+  }
+  while (n--) c0 = _mm_crc32_u8(static_cast<uint32_t>(c0), *p++);
+  return ~static_cast<uint32_t>(c0);
+}
+
+const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+#endif
+
+}  // namespace
+
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+#if defined(__x86_64__)
+  if (kHaveSse42) return HardwareExtend(crc, p, n);
+#endif
+  return SoftwareExtend(crc, p, n);
+}
+
+uint32_t Crc32cSoftwareExtend(uint32_t crc, const void* data, size_t n) {
+  return SoftwareExtend(crc, static_cast<const uint8_t*>(data), n);
+}
+
+bool Crc32cIsHardware() {
+#if defined(__x86_64__)
+  return kHaveSse42;
+#else
+  return false;
+#endif
+}
+
+}  // namespace stoker

@@ -1,0 +1,29 @@
+// CRC-32C (Castagnoli), the checksum of TFRecord files: the SSE4.2 crc32
+// instruction (three independent streams per call) when the CPU has it, a
+// table otherwise.  No Debian package ships a CRC-32C library for C++ (zlib's
+// crc32 is the other polynomial), hence this file.
+#ifndef STOKER_IO_CRC32C_H_
+#define STOKER_IO_CRC32C_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace stoker {
+
+// Continues `crc` (0 to start) over n bytes.
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n);
+inline uint32_t Crc32c(const void* data, size_t n) { return Crc32cExtend(0, data, n); }
+
+// TFRecord's masked form (the CRC rotated and offset, so that a CRC of data
+// holding CRCs does not degenerate).
+inline uint32_t MaskCrc(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
+
+// The table path alone (tests compare the two).
+uint32_t Crc32cSoftwareExtend(uint32_t crc, const void* data, size_t n);
+
+// Whether the hardware path is in use (for tests and benchmarks).
+bool Crc32cIsHardware();
+
+}  // namespace stoker
+
+#endif  // STOKER_IO_CRC32C_H_

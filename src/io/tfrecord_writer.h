@@ -1,0 +1,49 @@
+// Writes tf.train.Example records into a TFRecord file (with the generated
+// Example class of proto/example.proto), so that data for the native path
+// can be produced without TensorFlow.  The file is written under a
+// temporary name and renamed into place by Close().
+#ifndef STOKER_IO_TFRECORD_WRITER_H_
+#define STOKER_IO_TFRECORD_WRITER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker {
+
+// One feature of one record.
+struct FeatureValue {
+  enum class Kind : uint8_t { kFloat, kInt64, kBytes };
+  std::string name;
+  Kind kind = Kind::kFloat;
+  const float* floats = nullptr;     // kFloat: count values
+  const int64_t* ints = nullptr;     // kInt64: count values
+  std::vector<std::string_view> bytes;  // kBytes: the values
+  uint64_t count = 0;
+};
+
+class TFRecordWriter {
+ public:
+  static Result<std::unique_ptr<TFRecordWriter>> Create(const std::string& path);
+  ~TFRecordWriter();  // without Close(): the temporary file is removed
+  Status Write(const std::vector<FeatureValue>& features);
+  // fsync, rename into place.
+  Status Close();
+  uint64_t records() const { return records_; }
+
+ private:
+  TFRecordWriter() = default;
+  Status Flush();
+  std::string path_, tmp_;
+  int fd_ = -1;
+  std::string buf_;
+  uint64_t records_ = 0;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_IO_TFRECORD_WRITER_H_
