@@ -13,10 +13,30 @@ def main(argv=None) -> int:
     b.add_argument("--seconds", type=float, default=3.0, help="time budget per loader and workload (default 3)")
     b.add_argument("--json", action="store_true", help="print the results as JSON")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p = sub.add_parser("pack", help="turn a directory of .npy/raw files into TFRecord or tar shards")
+    p.add_argument("src", help="directory of .npy files (one sample each) or raw files (--dtype/--shape)")
+    p.add_argument("out", help="directory for the shards")
+    p.add_argument("--format", choices=("tfrecord", "tar"), default="tfrecord")
+    p.add_argument("--shard-samples", type=int, default=10000, help="samples per shard at most (default 10000)")
+    p.add_argument("--shard-bytes", type=int, default=1 << 30, help="bytes per shard at most (default 1 GiB)")
+    p.add_argument("--feature", default="data", help="TFRecord feature name (default 'data')")
+    p.add_argument("--dtype", help="raw files: element type of a record (e.g. float32)")
+    p.add_argument("--shape", type=lambda s: tuple(int(x) for x in s.split(",")),
+                   help="raw files: shape of a record, e.g. 1024,1024")
     args = parser.parse_args(argv)
     if args.command == "bench":
         from stoker import bench
         bench.run(args.workloads, args.seconds, as_json=args.json, progress=not args.no_progress)
+    elif args.command == "pack":
+        from stoker._pack import pack
+        if args.shard_samples < 1 or args.shard_bytes < 1:
+            parser.error("--shard-samples and --shard-bytes must be >= 1")
+        try:
+            pack(args.src, args.out, args.format, args.shard_samples, args.shard_bytes, args.feature,
+                 args.dtype, args.shape)
+        except (ValueError, OSError) as e:
+            print(f"stoker pack: {e}", file=sys.stderr)
+            return 1
     return 0
 
 
