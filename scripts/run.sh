@@ -43,6 +43,8 @@ case "$verb" in
     cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON >/dev/null
     cmake --build build/tests
     ctest --test-dir build/tests --output-on-failure --timeout 120
+    echo "== fuzzing the TFRecord and tar readers (libFuzzer, ${STOKER_FUZZ_SECONDS:-20} s each)"
+    bash scripts/fuzz.sh "${STOKER_FUZZ_SECONDS:-20}"
     echo "== Python tests"
     # The installed package is tested, not the source tree.
     cd tests/python && exec "../../$PY" -m pytest -q -p no:cacheprovider "$@" .

@@ -72,6 +72,10 @@ class NativeDataset {
   std::string last_skipped_;
 };
 
+// InvalidArgument (starting with `what`) unless every dimension is > 0 and
+// a sample's size fits in 64 bits.
+Status ValidateFieldSpec(const FieldSpec& f, const std::string& what);
+
 // Size in bytes of one element; 0 for an unknown code.
 uint32_t ElementSize(ElementType t);
 // "float32", "int64", ... (numpy names).

@@ -86,7 +86,7 @@ void BindIo(py::module_& m) {
              std::vector<FieldSpec> specs;
              for (const auto& [name, dtype, shape] : features)
                specs.push_back(FieldSpec{name, Check(ParseElementType(dtype)), shape});
-             TFRecordOptions o{index_dir, verify_crc, Check(ParseIoMode(io)), ParseOnError(on_error)};
+             TFRecordOptions o{index_dir, true, verify_crc, Check(ParseIoMode(io)), ParseOnError(on_error)};
              std::unique_ptr<TFRecordDataset> d;
              {
                py::gil_scoped_release nogil;  // the first open indexes the files

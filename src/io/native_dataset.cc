@@ -37,6 +37,17 @@ std::string NativeDataset::last_skipped() const {
   return last_skipped_;
 }
 
+Status ValidateFieldSpec(const FieldSpec& f, const std::string& what) {
+  uint64_t n = ElementSize(f.dtype);
+  if (n == 0) return Status::InvalidArgument(what + ": unknown dtype");
+  for (int64_t d : f.shape) {
+    if (d <= 0) return Status::InvalidArgument(what + ": every dimension of the shape must be > 0");
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
+      return Status::InvalidArgument(what + ": the shape is too large (more than 2^64 bytes per sample)");
+  }
+  return Status::OK();
+}
+
 uint64_t FieldSpec::bytes() const {
   uint64_t n = ElementSize(dtype);
   for (int64_t d : shape) n *= static_cast<uint64_t>(d);

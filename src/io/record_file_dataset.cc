@@ -15,8 +15,7 @@ RecordFileDataset::RecordFileDataset(FileReader f, std::string kind, FieldSpec f
 Result<std::unique_ptr<RecordFileDataset>> RecordFileDataset::OpenRaw(const std::string& path, ElementType dtype,
                                                                       std::vector<int64_t> shape, IoMode io) {
   FieldSpec f{"", dtype, std::move(shape)};
-  for (int64_t d : f.shape)
-    if (d <= 0) return Status::InvalidArgument("RawDataset " + path + ": every dimension of shape must be > 0");
+  STOKER_RETURN_IF_ERROR(ValidateFieldSpec(f, "RawDataset " + path));
   const uint64_t rec = f.bytes();
   if (rec == 0) return Status::InvalidArgument("RawDataset " + path + ": records of 0 bytes");
   STOKER_ASSIGN_OR_RETURN(FileReader file, FileReader::Open(path, {io, false}));
@@ -101,16 +100,23 @@ Result<NpyHeader> ParseNpyHeader(const FileReader& file, uint64_t start, uint64_
     while (i < shape_s.size() && !std::isdigit(static_cast<unsigned char>(shape_s[i]))) ++i;
     if (i >= shape_s.size()) break;
     int64_t v = 0;
-    while (i < shape_s.size() && std::isdigit(static_cast<unsigned char>(shape_s[i]))) v = v * 10 + (shape_s[i++] - '0');
+    while (i < shape_s.size() && std::isdigit(static_cast<unsigned char>(shape_s[i]))) {
+      if (v > (INT64_MAX - 9) / 10)
+        return Status::InvalidArgument("NpyDataset " + path + ": a dimension in shape " + shape_s + " is too large");
+      v = v * 10 + (shape_s[i++] - '0');
+    }
     out.shape.push_back(v);
+    if (out.shape.size() > 32) return Status::InvalidArgument("NpyDataset " + path + ": more than 32 dimensions");
   }
   out.data_offset = header_at + header_len;
   uint64_t bytes = ElementSize(out.dtype);
-  for (int64_t d : out.shape) bytes *= static_cast<uint64_t>(d);
-  if (out.data_offset + bytes > size)
+  for (int64_t d : out.shape)
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
+      return Status::InvalidArgument("NpyDataset " + path + ": shape " + shape_s + " is too large");
+  if (bytes > size || out.data_offset > size - bytes)
     return Status::InvalidArgument("NpyDataset " + path + ": the header declares " + std::to_string(bytes) +
                                    " bytes of data, but the file ends " +
-                                   std::to_string(out.data_offset + bytes - size) +
+                                   std::to_string(bytes - (size - std::min(size, out.data_offset))) +
                                    " bytes short (truncated file?)");
   out.data_offset += start;
   return out;

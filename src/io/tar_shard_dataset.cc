@@ -87,10 +87,9 @@ Result<std::unique_ptr<TarShardDataset>> TarShardDataset::Open(const std::vector
     FieldSpec spec{decl.ext, ElementType::kUInt8, {}};
     switch (decl.kind) {
       case TarFieldKind::kRaw:
-        for (int64_t x : decl.shape)
-          if (x <= 0) return Status::InvalidArgument("TarShardDataset: field '" + decl.ext + "': every dimension must be > 0");
         spec.dtype = decl.dtype;
         spec.shape = decl.shape;
+        STOKER_RETURN_IF_ERROR(ValidateFieldSpec(spec, "TarShardDataset: field '" + decl.ext + "'"));
         break;
       case TarFieldKind::kInt: spec.dtype = ElementType::kInt64; break;
       case TarFieldKind::kBytes: spec.variable = true; break;

@@ -17,9 +17,7 @@ Result<std::unique_ptr<TFRecordDataset>> TFRecordDataset::Open(const std::vector
     if (f.name.empty()) return Status::InvalidArgument("TFRecordDataset: a feature needs a name");
     if (!names.insert(f.name).second)
       return Status::InvalidArgument("TFRecordDataset: feature '" + f.name + "' is declared twice");
-    for (int64_t d : f.shape)
-      if (d <= 0)
-        return Status::InvalidArgument("TFRecordDataset: feature '" + f.name + "': every dimension must be > 0");
+    STOKER_RETURN_IF_ERROR(ValidateFieldSpec(f, "TFRecordDataset: feature '" + f.name + "'"));
     if (f.variable) return Status::InvalidArgument("TFRecordDataset: feature '" + f.name + "' needs a fixed shape");
   }
   std::unique_ptr<TFRecordDataset> d(new TFRecordDataset(std::move(features)));
@@ -28,7 +26,7 @@ Result<std::unique_ptr<TFRecordDataset>> TFRecordDataset::Open(const std::vector
   const bool skip = options.on_error == OnError::kSkip;
   for (const std::string& p : paths) {
     STOKER_ASSIGN_OR_RETURN(FileReader f, FileReader::Open(p, {options.io, true}));
-    STOKER_ASSIGN_OR_RETURN(TFRecordIndex idx, LoadOrBuildTFRecordIndex(f, {options.index_dir, skip}));
+    STOKER_ASSIGN_OR_RETURN(TFRecordIndex idx, LoadOrBuildTFRecordIndex(f, {options.index_dir, skip, options.index_cache}));
     if (idx.bad_tail_offset != 0) d->CountSkipped(Status::DataLoss(idx.bad_tail_reason));
     d->starts_.push_back(d->starts_.back() + idx.records.size());
     d->records_.push_back(std::move(idx.records));

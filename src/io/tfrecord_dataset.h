@@ -18,6 +18,7 @@ namespace stoker {
 
 struct TFRecordOptions {
   std::string index_dir;  // see TFRecordIndexOptions
+  bool index_cache = true;  // false: index in memory only
   bool verify_crc = true;
   IoMode io = IoMode::kPread;
   OnError on_error = OnError::kRaise;

@@ -154,7 +154,8 @@ Status BuildIndex(const FileReader& file, bool skip_bad, TFRecordIndex* idx) {
 
 Result<TFRecordIndex> LoadOrBuildTFRecordIndex(const FileReader& file, const TFRecordIndexOptions& options) {
   STOKER_ASSIGN_OR_RETURN(FileStamp stamp, Stamp(file.path()));
-  const std::vector<std::string> candidates = CandidatePaths(file.path(), options.index_dir);
+  const std::vector<std::string> candidates =
+      options.cache ? CandidatePaths(file.path(), options.index_dir) : std::vector<std::string>{};
   TFRecordIndex idx;
   for (const std::string& c : candidates) {
     if (LoadIndex(c, stamp, &idx)) {

@@ -39,6 +39,7 @@ struct TFRecordIndexOptions {
   // (~/.cache/stoker/index).  Anything else: that directory.
   std::string index_dir;
   bool skip_bad = false;
+  bool cache = true;  // false: build in memory only, no index file
 };
 
 // The index of `file`: loaded from its cache file when that matches the
