@@ -65,11 +65,18 @@ def reap(processes, grace_s: float):
     still alive after `grace_s` seconds."""
     global _thread, _owner
     deadline = time.monotonic() + grace_s
+    procs = [p for p in processes if p is not None and p.pid is not None]
+    if not procs:
+        return  # native reader threads, or nothing started: no thread needed
+    if sys.is_finalizing():
+        # No new thread can start now (start() would wait forever): join here.
+        _reap([(deadline, p) for p in procs], block_until_done=True)
+        return
     with _lock:
         if _owner != os.getpid():  # forked since: start afresh in this process
             _pending.clear()
             _thread, _owner = None, os.getpid()
-        _pending.extend((deadline, p) for p in processes if p is not None and p.pid is not None)
+        _pending.extend((deadline, p) for p in procs)
         if _thread is None:
             _thread = threading.Thread(target=_run, name="stoker-reaper", daemon=True)
             _thread.start()

@@ -347,3 +347,30 @@ def test_iterator_collected_inside_a_forked_worker_does_nothing(clean):
     finally:
         gc.enable()
         gc.collect()
+
+
+_ALIVE_AT_EXIT = r"""
+import numpy as np, stoker, sys, torch
+from stoker import io
+kind = sys.argv[1]
+if kind == "native":
+    np.zeros((64, 4), np.float32).tofile(sys.argv[2])
+    ds = io.RawDataset(sys.argv[2], "float32", (4,))
+else:
+    ds = torch.utils.data.TensorDataset(torch.arange(64))
+loader = stoker.DataLoader(ds, batch_size=4, num_workers=2, persistent_workers=True)
+for _ in loader:
+    pass
+it = iter(loader)   # a second epoch, left mid-way in a global
+next(it)
+print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", ["native", "processes"])
+def test_loader_alive_at_interpreter_exit_does_not_hang(kind, tmp_path):
+    """The first shutdown happens during interpreter finalization, where no
+    thread can start (a reaper thread started there used to hang forever)."""
+    r = subprocess.run([sys.executable, "-c", _ALIVE_AT_EXIT, kind, str(tmp_path / "d.bin")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
