@@ -2,16 +2,20 @@
 
     python bench/native_read.py --gb 2
 
-A raw file of 4 MiB float32 records (--gb of them, in the page cache: read
-once first), loaded in batches of 8 for --seconds:
-  stoker: stoker.DataLoader(stoker.io.RawDataset(...), num_workers=2): two
-          C++ threads pread records straight into the slot pool;
-  torch:  torch.utils.data.DataLoader over a dataset that reads each record
-          with numpy (np.fromfile at its offset), 2 worker processes.
+A raw file and a TFRecord file of 4 MiB float32 records (--gb of each, in
+the page cache: read once first), loaded in batches of 8 for --seconds:
+  stoker raw:      stoker.DataLoader(stoker.io.RawDataset(...), num_workers=2):
+                   two C++ threads pread records straight into the slot pool;
+  stoker tfrecord: stoker.io.TFRecordDataset(..., features={"x": ("float32",
+                   (1048576,))}), 2 threads: both CRCs checked, the Example
+                   decoded into the slot (io="mmap", the default, and "pread");
+  torch:           torch.utils.data.DataLoader over a dataset that reads each
+                   raw record with numpy (np.fromfile at its offset), 2 workers.
 Also single-core memcpy bandwidth (same run) and how fast a Python thread in
-the main process runs while stoker loads, against idle.  With --cold (root:
-it drops the page cache), one sequential stoker epoch from disk against
-`dd` reading the same file.  Prints a table and, last, a JSON line.
+the main process runs while stoker loads each format, against idle.  With
+--cold (root: it drops the page cache), one sequential stoker epoch from disk
+per format and io mode (pread, direct) against `dd` reading the same file.
+Prints a table and, last, a JSON line.
 """
 from __future__ import annotations
 
@@ -45,13 +49,54 @@ class NumpyRaw(torch.utils.data.Dataset):
         return torch.from_numpy(np.fromfile(self.path, dtype=np.float32, count=RECORD, offset=i * RECORD * 4))
 
 
+def nbytes_of(b):
+    if isinstance(b, dict):
+        return sum(nbytes_of(v) for v in b.values())
+    return b.numel() * b.element_size()
+
+
 def rate(loader, seconds):
     nbytes, t0 = 0, time.perf_counter()
     while True:
         for b in loader:
-            nbytes += b.numel() * b.element_size()
+            nbytes += nbytes_of(b)
             if time.perf_counter() - t0 >= seconds:
                 return nbytes / (time.perf_counter() - t0)
+
+
+def python_thread_rate(loader, seconds):
+    """A Python thread's loop rate while this thread takes batches from
+    `loader` one after another, epoch after epoch (a training loop with no
+    model), against its rate while this thread sleeps; and the GB/s loaded
+    meanwhile."""
+    def forever():
+        while True:
+            yield from loader
+    batches, total = forever(), [0]
+
+    def work():
+        total[0] += nbytes_of(next(batches))
+    idle = spin_rate(seconds)
+    t = time.perf_counter()
+    busy = spin_rate(seconds, work)
+    return busy / idle, total[0] / (time.perf_counter() - t)
+
+
+def warm(path):
+    with open(path, "rb") as f:
+        while f.read(64 << 20):
+            pass
+
+
+def tfrecord_file(raw_path, n, directory):
+    path = os.path.join(directory, f"stoker_native_read_{n}.tfrecord")
+    if not os.path.exists(path):
+        rec = np.fromfile(raw_path, dtype=np.float32, count=RECORD)
+        io.write_tfrecord(path, ({"x": rec} for _ in range(n)))
+    return path
+
+
+FEATURES = {"x": ("float32", (RECORD,))}
 
 
 def main(argv=None) -> int:
@@ -68,32 +113,49 @@ def main(argv=None) -> int:
         with open(path, "wb") as f:
             for _ in range(n):
                 f.write(rec.tobytes())
-    with open(path, "rb") as f:  # warm the page cache
-        while f.read(64 << 20):
-            pass
+    tfr = tfrecord_file(path, n, a.dir)
+    io.TFRecordDataset(tfr, FEATURES)  # index it once, outside the timing
     memcpy = memcpy_bandwidth()
-    ours = stoker.DataLoader(io.RawDataset(path, "float32", (RECORD,)), batch_size=8, shuffle=True, num_workers=2,
-                             persistent_workers=True)
+
+    def loader(ds, priority="normal"):
+        return stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2, persistent_workers=True,
+                                 reader_priority=priority)
+    datasets = {"raw": io.RawDataset(path, "float32", (RECORD,)),
+                "tfrecord": io.TFRecordDataset(tfr, FEATURES),
+                "tfrecord_pread": io.TFRecordDataset(tfr, FEATURES, io="pread")}
     theirs = torch.utils.data.DataLoader(NumpyRaw(path, n), batch_size=8, shuffle=True, num_workers=2,
                                          persistent_workers=True)
-    stoker_bps = rate(ours, a.seconds)
+    out = {"records": n, "file_gb": n * RECORD * 4 / 1e9, "memcpy_gb_per_s": memcpy / 1e9}
+    warm(path)
     torch_bps = rate(theirs, a.seconds)
-    idle = spin_rate(2.0)
-    busy = spin_rate(2.0, lambda: rate(ours, 0.25))
-    out = {"records": n, "file_gb": n * RECORD * 4 / 1e9, "memcpy_gb_per_s": memcpy / 1e9,
-           "stoker_gb_per_s": stoker_bps / 1e9, "torch_gb_per_s": torch_bps / 1e9,
-           "stoker_over_memcpy": stoker_bps / memcpy, "stoker_over_torch": stoker_bps / torch_bps,
-           "python_thread_rate_while_loading": busy / idle}
-    print(f"{n} records of 4 MiB ({out['file_gb']:.1f} GB, page cache), batch 8, 2 threads / 2 workers")
-    print(f"  single-core memcpy             {out['memcpy_gb_per_s']:6.2f} GB/s")
-    print(f"  stoker RawDataset              {out['stoker_gb_per_s']:6.2f} GB/s  "
-          f"{out['stoker_over_memcpy']:.2f}x memcpy, {out['stoker_over_torch']:.1f}x torch")
-    print(f"  torch DataLoader + np.fromfile {out['torch_gb_per_s']:6.2f} GB/s")
-    print(f"  a Python thread while stoker loads: {100 * out['python_thread_rate_while_loading']:.0f}% of its idle rate")
+    out["torch_gb_per_s"] = torch_bps / 1e9
+    for name, ds in datasets.items():
+        warm(tfr if name.startswith("tfrecord") else path)
+        ours = loader(ds)
+        bps = rate(ours, a.seconds)
+        out.update({f"{name}_gb_per_s": bps / 1e9, f"{name}_over_memcpy": bps / memcpy,
+                    f"{name}_over_torch": bps / torch_bps})
+        for priority in ("normal", "idle"):
+            r, loaded = python_thread_rate(loader(ds, priority), a.seconds)
+            out[f"{name}_python_thread_rate_{priority}"] = r
+            out[f"{name}_gb_per_s_beside_python_thread_{priority}"] = loaded / 1e9
+        del ours
+    print(f"{n} records of 4 MiB ({out['file_gb']:.1f} GB per file, page cache), batch 8, 2 threads / 2 workers")
+    print(f"  single-core memcpy                {out['memcpy_gb_per_s']:6.2f} GB/s")
+    for name, label in (("raw", "stoker RawDataset"), ("tfrecord", "stoker TFRecordDataset"),
+                        ("tfrecord_pread", "stoker TFRecordDataset io=pread")):
+        print(f"  {label:33s} {out[name + '_gb_per_s']:6.2f} GB/s  {out[name + '_over_memcpy']:.2f}x memcpy, "
+              f"{out[name + '_over_torch']:.1f}x torch")
+        for pr in ("normal", "idle"):
+            print(f"      Python thread beside it, reader_priority={pr!r}: "
+                  f"{100 * out[f'{name}_python_thread_rate_{pr}']:.0f}% of its idle rate "
+                  f"(loading {out[f'{name}_gb_per_s_beside_python_thread_{pr}']:.1f} GB/s meanwhile)")
+    print(f"  torch DataLoader + np.fromfile    {out['torch_gb_per_s']:6.2f} GB/s")
     if a.cold:
-        out.update(cold(path, n))
-        print(f"  cold cache: dd {out['dd_gb_per_s']:.2f} GB/s, stoker sequential epoch "
-              f"{out['cold_stoker_gb_per_s']:.2f} GB/s ({out['cold_stoker_over_dd']:.2f}x dd)")
+        out.update(cold(path, tfr))
+        print(f"  cold cache: dd {out['dd_gb_per_s']:.2f} GB/s; one sequential epoch:")
+        for k in ("raw_pread", "raw_mmap", "raw_direct", "tfrecord_pread", "tfrecord_mmap", "tfrecord_direct"):
+            print(f"    {k:16s} {out['cold_' + k + '_gb_per_s']:.2f} GB/s ({out['cold_' + k + '_over_dd']:.2f}x dd)")
     print(json.dumps(out))
     return 0
 
@@ -104,18 +166,25 @@ def drop_page_cache():
         f.write("3\n")
 
 
-def cold(path, n):
+def cold(path, tfr):
     import subprocess
     drop_page_cache()
     t = time.perf_counter()
     subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=16M"], check=True, capture_output=True)
     dd = os.path.getsize(path) / (time.perf_counter() - t)
-    drop_page_cache()
-    loader = stoker.DataLoader(io.RawDataset(path, "float32", (RECORD,)), batch_size=8, num_workers=2)
-    t = time.perf_counter()
-    nbytes = sum(b.numel() * 4 for b in loader)
-    ours = nbytes / (time.perf_counter() - t)
-    return {"dd_gb_per_s": dd / 1e9, "cold_stoker_gb_per_s": ours / 1e9, "cold_stoker_over_dd": ours / dd}
+    out = {"dd_gb_per_s": dd / 1e9}
+    for name, make in (("raw", lambda m: io.RawDataset(path, "float32", (RECORD,), io=m)),
+                       ("tfrecord", lambda m: io.TFRecordDataset(tfr, FEATURES, io=m))):
+        for mode in ("pread", "mmap", "direct"):
+            ds = make(mode)
+            drop_page_cache()
+            loader = stoker.DataLoader(ds, batch_size=8, num_workers=2)
+            t = time.perf_counter()
+            nbytes = sum(nbytes_of(b) for b in loader)
+            bps = nbytes / (time.perf_counter() - t)
+            out[f"cold_{name}_{mode}_gb_per_s"] = bps / 1e9
+            out[f"cold_{name}_{mode}_over_dd"] = bps / dd
+    return out
 
 
 if __name__ == "__main__":

@@ -156,8 +156,9 @@ void BindIo(py::module_& m) {
              return out; });
 
   py::class_<NativeWorkers>(m, "NativeWorkers")
-      .def(py::init([](std::shared_ptr<Engine> e, std::shared_ptr<NativeDataset> d) {
-             return new NativeWorkers(std::move(e), std::move(d)); }))
+      .def(py::init([](std::shared_ptr<Engine> e, std::shared_ptr<NativeDataset> d, const std::string& priority) {
+             return new NativeWorkers(std::move(e), std::move(d), Check(ParseReaderPriority(priority))); }),
+           py::arg("engine"), py::arg("dataset"), py::arg("priority") = "normal")
       .def("stop", &NativeWorkers::Stop, py::call_guard<py::gil_scoped_release>());
 
   py::class_<TFRecordWriter>(m, "TFRecordWriter")

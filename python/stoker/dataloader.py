@@ -73,6 +73,11 @@ class DataLoader(torch.utils.data.DataLoader):
         replaced (default 0: raise stoker.WorkerCrashed).  The batches it held
         are loaded again, so every index is still delivered exactly once and in
         order.  Map-style datasets only.
+    reader_priority: for stoker.io datasets read by C++ threads: "normal"
+        (default), "low" (nice 10) or "idle" (SCHED_IDLE: the threads only
+        take CPU that nothing else in the process wants, so the training loop
+        never waits for them; a process that keeps every core busy starves
+        them).  See docs/native_io.md.
     """
 
     def __init__(self, dataset, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None,
@@ -82,7 +87,8 @@ class DataLoader(torch.utils.data.DataLoader):
                  prefetch_factor: Optional[int] = None, persistent_workers: bool = False,
                  pin_memory_device: str = "", in_order: bool = True,
                  max_memory: Optional[int] = None, output: str = "torch", max_worker_restarts: int = 0,
-                 progress: bool = False, distributed: bool = False, seed: int = 0, even_split: str = "pad"):
+                 progress: bool = False, distributed: bool = False, seed: int = 0, even_split: str = "pad",
+                 reader_priority: str = "normal"):
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
         from stoker.distributed import rank_and_world_size
@@ -119,6 +125,9 @@ class DataLoader(torch.utils.data.DataLoader):
         self.max_memory = max_memory
         self.output = output
         self.max_worker_restarts = max_worker_restarts
+        if reader_priority not in ("normal", "low", "idle"):
+            raise ValueError(f"reader_priority should be 'normal', 'low' or 'idle', but got {reader_priority!r}")
+        self.reader_priority = reader_priority
         self.progress = bool(progress)
         # torch's __init__ replaces a missing collate_fn with its default;
         # remember whether the user gave one so the native collate can run.
@@ -271,7 +280,7 @@ class _StokerIter(_BaseDataLoaderIter):
         self.restarts = []  # one record per replaced worker
         self._stats = _Throughput(self._engine)
         if self._native_ds is not None:
-            self._native_workers = N.lib.NativeWorkers(self._engine, self._native_ds)
+            self._native_workers = N.lib.NativeWorkers(self._engine, self._native_ds, loader.reader_priority)
         elif nw > 0:
             self._start_workers(loader)
         self._reset(loader, first_iter=True)

@@ -164,7 +164,7 @@ class NpyDataset(NativeDataset):
 
 class TFRecordDataset(NativeDataset):
     """TFRecordDataset(paths, features, index_dir=None, verify_crc=True,
-    io="pread", on_error="raise"): tf.train.Example records.
+    io="mmap", on_error="raise"): tf.train.Example records.
 
     paths: a file, a glob pattern, or a list of them.  features: name ->
     (dtype, shape), e.g. {"x": ("float32", (1000,)), "y": ("int64", ())};
@@ -175,10 +175,12 @@ class TFRecordDataset(NativeDataset):
     directory is read-only, in ~/.cache/stoker/index; index_dir= puts them
     there instead.  on_error="skip": bad records (bad CRC, wrong feature type
     or shape, a damaged file tail) are left out of their batch and counted in
-    `skipped` (and loader.stats()) instead of raising."""
+    `skipped` (and loader.stats()) instead of raising.  io: "mmap" (the
+    default: each record's CRC is computed while its values are copied out
+    of the page cache, one pass), "pread" or "direct" (O_DIRECT)."""
 
     def __init__(self, paths, features: Mapping[str, tuple], index_dir: str | os.PathLike | None = None,
-                 verify_crc: bool = True, io: str = "pread", on_error: str = "raise"):
+                 verify_crc: bool = True, io: str = "mmap", on_error: str = "raise"):
         _check_choice("io", io, _IO_MODES)
         _check_choice("on_error", on_error, ("raise", "skip"))
         files = _paths(paths, "TFRecordDataset")

@@ -1,5 +1,6 @@
 #include "io/crc32c.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -131,6 +132,33 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
 
 uint32_t Crc32cSoftwareExtend(uint32_t crc, const void* data, size_t n) {
   return SoftwareExtend(crc, static_cast<const uint8_t*>(data), n);
+}
+
+void Crc32cCursor::AdvanceTo(const uint8_t* p) {
+  if (p > at_) {
+    crc_ = Crc32cExtend(crc_, at_, static_cast<size_t>(p - at_));
+    at_ = p;
+  }
+}
+
+void Crc32cCursor::Copy(uint8_t* dst, const uint8_t* src, size_t n) {
+  constexpr size_t kPiece = 64 << 10;  // stays in L2 between the checksum and the copy
+  if (src < at_ || src > end_) {  // already counted (or not ours): copy only
+    std::memcpy(dst, src, n);
+    return;
+  }
+  AdvanceTo(src);
+  for (size_t done = 0; done < n; done += kPiece) {
+    const size_t k = std::min(kPiece, n - done);
+    crc_ = Crc32cExtend(crc_, src + done, k);
+    std::memcpy(dst + done, src + done, k);
+  }
+  at_ = src + n;
+}
+
+uint32_t Crc32cCursor::Finish() {
+  AdvanceTo(end_);
+  return crc_;
 }
 
 bool Crc32cIsHardware() {

@@ -21,6 +21,25 @@ inline uint32_t MaskCrc(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa
 // The table path alone (tests compare the two).
 uint32_t Crc32cSoftwareExtend(uint32_t crc, const void* data, size_t n);
 
+// CRC-32C of a buffer computed while it is being copied out of: Copy()
+// checksums each piece while it is in the cache, just before copying it, and
+// the rest (bytes nobody copies) is checksummed in order as the cursor moves
+// past it.  Every byte of [begin, end) counts once, in order, whatever the
+// order of the copies (bytes behind the cursor are copied without counting).
+class Crc32cCursor {
+ public:
+  Crc32cCursor(const uint8_t* begin, const uint8_t* end) : at_(begin), end_(end) {}
+  void Copy(uint8_t* dst, const uint8_t* src, size_t n);
+  // The CRC of the whole buffer.
+  uint32_t Finish();
+
+ private:
+  void AdvanceTo(const uint8_t* p);
+  const uint8_t* at_;
+  const uint8_t* end_;
+  uint32_t crc_ = 0;
+};
+
 // Whether the hardware path is in use (for tests and benchmarks).
 bool Crc32cIsHardware();
 

@@ -80,7 +80,8 @@ bool PutInt(ElementType t, uint8_t* dst, uint64_t i, int64_t v) {
 
 class FeatureWriter {
  public:
-  FeatureWriter(const FieldSpec& f, uint8_t* dst) : f_(f), dst_(dst), want_(Elements(f)), bytes_(f.bytes()) {}
+  FeatureWriter(const FieldSpec& f, uint8_t* dst, Crc32cCursor* crc)
+      : f_(f), dst_(dst), crc_(crc), want_(Elements(f)), bytes_(f.bytes()) {}
 
   // Decodes the Feature message in [p, p+n).
   Status Decode(const uint8_t* p, int n) {
@@ -151,7 +152,7 @@ class FeatureWriter {
       const uint8_t* src = base + in.CurrentPosition();
       if (!in.Skip(static_cast<int>(len))) return Malformed();
       if (f_.dtype == ElementType::kFloat32) {
-        std::memcpy(dst_ + 4 * got_, src, len);
+        CopyOut(dst_ + 4 * got_, src, len);
       } else {
         for (uint64_t i = 0; i < k; ++i) {
           float v;
@@ -210,19 +211,25 @@ class FeatureWriter {
     if (got_ + len > bytes_)
       return Status::DataLoss("feature '" + f_.name + "' is a bytes_list of more than " + std::to_string(bytes_) +
                               " bytes; declared " + Declared(f_) + " needs exactly " + std::to_string(bytes_));
-    std::memcpy(dst_ + got_, src, len);
+    CopyOut(dst_ + got_, src, len);
     got_ += len;
     return Status::OK();
   }
 
+  void CopyOut(uint8_t* dst, const uint8_t* src, size_t n) {
+    if (crc_) crc_->Copy(dst, src, n);
+    else std::memcpy(dst, src, n);
+  }
+
   const FieldSpec& f_;
   uint8_t* dst_;
+  Crc32cCursor* crc_;
   uint64_t want_, bytes_, got_ = 0;
 };
 
 }  // namespace
 
-Status ExampleDecoder::Decode(const uint8_t* data, size_t n, uint8_t* const* dst) const {
+Status ExampleDecoder::Decode(const uint8_t* data, size_t n, uint8_t* const* dst, Crc32cCursor* crc) const {
   if (n > static_cast<size_t>(std::numeric_limits<int>::max()))
     return Status::DataLoss("a record of " + std::to_string(n) + " bytes is larger than protobuf's 2 GiB limit");
   const int total = static_cast<int>(n);
@@ -269,7 +276,7 @@ Status ExampleDecoder::Decode(const uint8_t* data, size_t n, uint8_t* const* dst
       for (size_t f = 0; f < features_.size(); ++f) {
         if (features_[f].name != key) continue;
         if (!value) return Status::DataLoss("feature '" + features_[f].name + "' has no value");
-        FeatureWriter w(features_[f], dst[f]);
+        FeatureWriter w(features_[f], dst[f], crc);
         STOKER_RETURN_IF_ERROR(w.Decode(value, value_len));
         seen[f] = true;
         break;

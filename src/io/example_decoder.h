@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "io/crc32c.h"
 #include "stoker/native_dataset.h"
 
 namespace stoker {
@@ -28,7 +29,9 @@ class ExampleDecoder {
   // Field f of the sample goes to dst[f] (features[f].bytes() bytes).
   // DataLoss saying which feature and what was expected; the caller adds
   // the file and record.
-  Status Decode(const uint8_t* data, size_t n, uint8_t* const* dst) const;
+  // With `crc`, values copied as they are go through crc->Copy, which
+  // checksums them on the way (the caller then Finish()es the record's CRC).
+  Status Decode(const uint8_t* data, size_t n, uint8_t* const* dst, Crc32cCursor* crc = nullptr) const;
   const std::vector<FieldSpec>& features() const { return features_; }
 
  private:

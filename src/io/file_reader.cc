@@ -63,6 +63,12 @@ Result<FileReader> FileReader::Open(const std::string& path, FileReaderOptions o
   return r;
 }
 
+Result<uint64_t> FileReader::CurrentSize() const {
+  struct stat st {};
+  if (fstat(fd_.get(), &st) != 0) return Status::IOError("fstat " + path_, errno);
+  return static_cast<uint64_t>(st.st_size);
+}
+
 Status FileReader::ShortFile(uint64_t offset, uint64_t n) const {
   struct stat st {};
   const uint64_t now = fstat(fd_.get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : size_;
@@ -74,7 +80,8 @@ Status FileReader::ShortFile(uint64_t offset, uint64_t n) const {
 Status FileReader::ReadAt(uint64_t offset, void* dst, uint64_t n) const {
   auto* p = static_cast<uint8_t*>(dst);
   if (mode_ == IoMode::kMmap) {
-    if (offset > size_ || n > size_ - offset) return ShortFile(offset, n);
+    STOKER_ASSIGN_OR_RETURN(uint64_t now, CurrentSize());
+    if (offset > std::min(size_, now) || n > std::min(size_, now) - offset) return ShortFile(offset, n);
     std::memcpy(p, static_cast<const uint8_t*>(map_ ? map_->addr : nullptr) + offset, n);
     return Status::OK();
   }

@@ -46,6 +46,9 @@ class FileReader {
                                                           : nullptr;
   }
   uint64_t size() const { return size_; }
+  // The file's size now (fstat): a mapped file that shrank since it was
+  // opened would raise SIGBUS where it no longer has pages.
+  Result<uint64_t> CurrentSize() const;
   const std::string& path() const { return path_; }
   IoMode mode() const { return mode_; }
 

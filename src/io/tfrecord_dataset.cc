@@ -48,9 +48,18 @@ Status TFRecordDataset::Read(uint64_t index, uint8_t* const* dst) {
   const auto [file, rec] = Locate(index);
   const TFRecordEntry& e = records_[file][rec];
   thread_local std::vector<uint8_t> buf;
-  Result<const uint8_t*> data = ReadTFRecord(files_[file], e, rec, options_.verify_crc, &buf);
+  uint32_t stored = 0;
+  Result<const uint8_t*> data = ReadTFRecord(files_[file], e, rec, options_.verify_crc, &buf, &stored);
   if (!data.ok()) return data.status();
-  Status st = decoder_.Decode(data.value(), e.length, dst);
+  // The data's CRC is computed while the values are copied into the slot
+  // (one pass over the record, not two).
+  Crc32cCursor crc(data.value(), data.value() + e.length);
+  Status st = decoder_.Decode(data.value(), e.length, dst, options_.verify_crc ? &crc : nullptr);
+  if (options_.verify_crc) {
+    // A bad CRC is the cause of whatever else went wrong: report it first.
+    Status bad = CheckTFRecordCrc(files_[file], e, rec, crc.Finish(), stored);
+    if (!bad.ok()) return bad;
+  }
   if (!st.ok())
     return Status::FromCode(st.code(), "TFRecord file " + files_[file].path() + ", record " + std::to_string(rec) +
                                            " (byte offset " + std::to_string(e.offset) + "): " + st.message());

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -184,9 +185,14 @@ Result<TFRecordIndex> LoadOrBuildTFRecordIndex(const FileReader& file, const TFR
 }
 
 Result<const uint8_t*> ReadTFRecord(const FileReader& file, const TFRecordEntry& e, uint64_t record_no,
-                                    bool verify, std::vector<uint8_t>* buf) {
+                                    bool verify, std::vector<uint8_t>* buf, uint32_t* stored_crc) {
   const uint64_t total = kTFRecordHeader + e.length + kTFRecordFooter;
   const uint8_t* p = file.Mapped(e.offset, total);
+  if (p) {
+    // Mapped: make sure the file still has these bytes (else SIGBUS).
+    STOKER_ASSIGN_OR_RETURN(uint64_t now, file.CurrentSize());
+    if (e.offset > now || total > now - e.offset) p = nullptr;
+  }
   if (!p) {
     if (file.mode() == IoMode::kMmap || e.offset > file.size() || total > file.size() - e.offset)
       return Status::DataLoss(Where(file.path(), record_no, e.offset) + ": the record (" + std::to_string(total) +
@@ -205,17 +211,18 @@ Result<const uint8_t*> ReadTFRecord(const FileReader& file, const TFRecordEntry&
     return Status::DataLoss(Where(file.path(), record_no, e.offset) + ": the record's length is " +
                             std::to_string(LoadU64(p)) + ", the index says " + std::to_string(e.length) +
                             " (the file changed after it was indexed?)");
-  if (verify) {
-    if (MaskCrc(Crc32c(p, 8)) != LoadU32(p + 8))
-      return Status::DataLoss(Where(file.path(), record_no, e.offset) + ": the length's CRC does not match");
-    const uint32_t want = LoadU32(p + kTFRecordHeader + e.length);
-    const uint32_t got = MaskCrc(Crc32c(p + kTFRecordHeader, e.length));
-    if (got != want)
-      return Status::DataLoss(Where(file.path(), record_no, e.offset) + ": the data's CRC does not match (stored " +
-                              std::to_string(want) + ", computed " + std::to_string(got) +
-                              "): the record is corrupt");
-  }
+  if (verify && MaskCrc(Crc32c(p, 8)) != LoadU32(p + 8))
+    return Status::DataLoss(Where(file.path(), record_no, e.offset) + ": the length's CRC does not match");
+  *stored_crc = LoadU32(p + kTFRecordHeader + e.length);
   return p + kTFRecordHeader;
+}
+
+Status CheckTFRecordCrc(const FileReader& file, const TFRecordEntry& e, uint64_t record_no, uint32_t crc,
+                        uint32_t stored) {
+  if (MaskCrc(crc) == stored) return Status::OK();
+  return Status::DataLoss(Where(file.path(), record_no, e.offset) + ": the data's CRC does not match (stored " +
+                          std::to_string(stored) + ", computed " + std::to_string(MaskCrc(crc)) +
+                          "): the record is corrupt");
 }
 
 void AppendTFRecord(std::string* out, const void* data, size_t n) {

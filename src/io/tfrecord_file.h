@@ -49,10 +49,15 @@ struct TFRecordIndexOptions {
 Result<TFRecordIndex> LoadOrBuildTFRecordIndex(const FileReader& file, const TFRecordIndexOptions& options);
 
 // Reads record `entry` (number `record_no`, for messages) of `file` and
-// checks its CRCs when `verify`.  Returns its data: in the file's mapping
-// (IoMode::kMmap) or else read into `buf`.
+// checks its length (and the length's CRC when `verify`).  Returns its data:
+// in the file's mapping (IoMode::kMmap) or else read into `buf`.  The data's
+// CRC is left to the caller, who may compute it while decoding:
+// *stored_crc is the masked CRC the file holds for it (CheckTFRecordCrc).
 Result<const uint8_t*> ReadTFRecord(const FileReader& file, const TFRecordEntry& entry, uint64_t record_no,
-                                    bool verify, std::vector<uint8_t>* buf);
+                                    bool verify, std::vector<uint8_t>* buf, uint32_t* stored_crc);
+// DataLoss naming the record unless MaskCrc(crc) == stored.
+Status CheckTFRecordCrc(const FileReader& file, const TFRecordEntry& entry, uint64_t record_no, uint32_t crc,
+                        uint32_t stored);
 
 // Appends one framed record holding `data` to `out`.
 void AppendTFRecord(std::string* out, const void* data, size_t n);

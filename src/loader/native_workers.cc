@@ -1,5 +1,9 @@
 #include "loader/native_workers.h"
 
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <string>
 
@@ -23,8 +27,16 @@ void PublishError(WorkerPort& port, uint32_t slot, const Status& st) {
 
 }  // namespace
 
-NativeWorkers::NativeWorkers(std::shared_ptr<Engine> engine, std::shared_ptr<NativeDataset> dataset)
-    : engine_(std::move(engine)), dataset_(std::move(dataset)) {
+Result<ReaderPriority> ParseReaderPriority(const std::string& name) {
+  if (name == "normal") return ReaderPriority::kNormal;
+  if (name == "low") return ReaderPriority::kLow;
+  if (name == "idle") return ReaderPriority::kIdle;
+  return Status::InvalidArgument("reader_priority='" + name + "' is not one of 'normal', 'low', 'idle'");
+}
+
+NativeWorkers::NativeWorkers(std::shared_ptr<Engine> engine, std::shared_ptr<NativeDataset> dataset,
+                             ReaderPriority priority)
+    : engine_(std::move(engine)), dataset_(std::move(dataset)), priority_(priority) {
   for (uint32_t i = 0; i < engine_->options().num_workers; ++i) threads_.emplace_back([this, i] { Run(i); });
 }
 
@@ -38,6 +50,14 @@ void NativeWorkers::Stop() {
 }
 
 void NativeWorkers::Run(uint32_t id) {
+  // Reader threads below the training loop's threads (docs/native_io.md):
+  // best effort, a refusal leaves the thread as it was.
+  if (priority_ == ReaderPriority::kLow) {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
+  } else if (priority_ == ReaderPriority::kIdle) {
+    sched_param sp{};
+    sched_setscheduler(0, SCHED_IDLE, &sp);
+  }
   WorkerPort port(std::shared_ptr<Arena>(engine_, &engine_->arena()), id);
   const std::vector<FieldSpec>& fields = dataset_->fields();
   const size_t nf = fields.size();

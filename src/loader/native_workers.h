@@ -9,6 +9,7 @@
 #define STOKER_LOADER_NATIVE_WORKERS_H_
 
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,10 +18,18 @@
 
 namespace stoker {
 
+// How the reader threads share the CPU with the rest of the process:
+// normal; low (nice 10); idle (SCHED_IDLE: they run when nothing else wants
+// the CPU, so a training loop's threads never wait for them, but a process
+// whose threads keep every core busy starves them).
+enum class ReaderPriority : uint8_t { kNormal = 0, kLow = 1, kIdle = 2 };
+Result<ReaderPriority> ParseReaderPriority(const std::string& name);  // "normal", "low", "idle"
+
 class NativeWorkers {
  public:
   // One thread per worker id of `engine` (its num_workers).
-  NativeWorkers(std::shared_ptr<Engine> engine, std::shared_ptr<NativeDataset> dataset);
+  NativeWorkers(std::shared_ptr<Engine> engine, std::shared_ptr<NativeDataset> dataset,
+                ReaderPriority priority = ReaderPriority::kNormal);
   ~NativeWorkers();
   void Stop();
 
@@ -28,6 +37,7 @@ class NativeWorkers {
   void Run(uint32_t id);
   std::shared_ptr<Engine> engine_;
   std::shared_ptr<NativeDataset> dataset_;
+  ReaderPriority priority_;
   std::vector<std::thread> threads_;
 };
 

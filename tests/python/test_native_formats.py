@@ -269,6 +269,16 @@ def test_truncated_and_unreadable_files(tfr, tmp_path):
         io.TFRecordDataset(str(tmp_path / "*.nope"), FEATURES)
 
 
+@pytest.mark.parametrize("io_mode", ["mmap", "pread"])
+def test_file_truncated_while_open_is_an_error_not_a_crash(tfr, io_mode):
+    ds = io.TFRecordDataset(tfr, FEATURES, io=io_mode)
+    with open(tfr, "r+b") as f:
+        f.truncate(os.path.getsize(tfr) // 2)  # mapped pages past here are gone
+    assert ds[0]["y"] == 0
+    with pytest.raises(ValueError, match=rf"{tfr}, record {N - 1} .*(runs past the end|truncated)"):
+        ds[N - 1]
+
+
 def test_tfrecord_resumes_exactly(tfr):
     ds = io.TFRecordDataset(tfr, FEATURES)
 
@@ -478,3 +488,22 @@ def test_direct_io_reads_the_same_or_says_why(tmp_path):
         os.unlink(path)
     with pytest.raises(ValueError, match="io='fast' is not one of"):
         io.RawDataset(path, "float32", (4,), io="fast")
+
+
+@pytest.mark.parametrize("priority", ["low", "idle"])
+def test_reader_priority_applies_to_the_reader_threads(images, priority):
+    _, ds = images
+    before = set(os.listdir("/proc/self/task"))
+    it = iter(stoker.DataLoader(ds, batch_size=2, num_workers=2, reader_priority=priority))
+    next(it)
+    readers = [int(t) for t in set(os.listdir("/proc/self/task")) - before]
+    policies = [os.sched_getscheduler(t) for t in readers]
+    nices = [os.getpriority(os.PRIO_PROCESS, t) for t in readers]
+    if priority == "idle":
+        assert policies.count(os.SCHED_IDLE) == 2, policies
+    else:
+        assert nices.count(10) == 2, nices
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER and os.getpriority(os.PRIO_PROCESS, 0) == 0
+    del it
+    with pytest.raises(ValueError, match="reader_priority should be"):
+        stoker.DataLoader(ds, reader_priority="high")

@@ -62,6 +62,24 @@ TEST(Crc32c, KnownVectorsAndHardwareMatchesTable) {
   }
 }
 
+TEST(Crc32c, CursorCountsEveryByteOnceInOrder) {
+  std::mt19937_64 rng(3);
+  std::vector<uint8_t> buf(300000);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  const uint32_t want = Crc32c(buf.data(), buf.size());
+  for (int trial = 0; trial < 20; ++trial) {
+    Crc32cCursor c(buf.data(), buf.data() + buf.size());
+    std::vector<uint8_t> out(buf.size());
+    // Copies of random spans, some behind the cursor, some overlapping it.
+    for (int k = 0; k < 8; ++k) {
+      const size_t a = rng() % buf.size(), n = rng() % (buf.size() - a);
+      c.Copy(out.data() + a, buf.data() + a, n);
+      EXPECT_EQ(std::memcmp(out.data() + a, buf.data() + a, n), 0);
+    }
+    EXPECT_EQ(c.Finish(), want);
+  }
+}
+
 // A record of every kind of feature, as a TensorFlow program would write it.
 std::string ExampleBytes(int i) {
   tf::Example ex;
@@ -160,7 +178,8 @@ TEST(TFRecord, IndexDirAndMmapAndOnePassWriter) {
   ASSERT_TRUE(idx.ok());
   EXPECT_EQ(idx.value().cache_path.rfind(dir, 0), 0u) << idx.value().cache_path;
   std::vector<uint8_t> buf;
-  auto rec = ReadTFRecord(f, idx.value().records[3], 3, true, &buf);
+  uint32_t stored = 0;
+  auto rec = ReadTFRecord(f, idx.value().records[3], 3, true, &buf, &stored);
   ASSERT_TRUE(rec.ok());
   tf::Example ex;
   ASSERT_TRUE(ex.ParseFromArray(rec.value(), static_cast<int>(idx.value().records[3].length)));
