@@ -64,11 +64,11 @@ def rate(loader, seconds):
                 return nbytes / (time.perf_counter() - t0)
 
 
-def python_thread_rate(loader, seconds):
+def python_thread_rate(loader, seconds, idle):
     """A Python thread's loop rate while this thread takes batches from
     `loader` one after another, epoch after epoch (a training loop with no
-    model), against its rate while this thread sleeps; and the GB/s loaded
-    meanwhile."""
+    model), against `idle` (its rate while this thread sleeps, no loader
+    alive); and the GB/s loaded meanwhile."""
     def forever():
         while True:
             yield from loader
@@ -76,7 +76,6 @@ def python_thread_rate(loader, seconds):
 
     def work():
         total[0] += nbytes_of(next(batches))
-    idle = spin_rate(seconds)
     t = time.perf_counter()
     busy = spin_rate(seconds, work)
     return busy / idle, total[0] / (time.perf_counter() - t)
@@ -116,6 +115,7 @@ def main(argv=None) -> int:
     tfr = tfrecord_file(path, n, a.dir)
     io.TFRecordDataset(tfr, FEATURES)  # index it once, outside the timing
     memcpy = memcpy_bandwidth()
+    import gc
 
     def loader(ds, priority="normal"):
         return stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2, persistent_workers=True,
@@ -126,6 +126,7 @@ def main(argv=None) -> int:
     theirs = torch.utils.data.DataLoader(NumpyRaw(path, n), batch_size=8, shuffle=True, num_workers=2,
                                          persistent_workers=True)
     out = {"records": n, "file_gb": n * RECORD * 4 / 1e9, "memcpy_gb_per_s": memcpy / 1e9}
+    idle = spin_rate(a.seconds)  # before any loader exists
     warm(path)
     torch_bps = rate(theirs, a.seconds)
     out["torch_gb_per_s"] = torch_bps / 1e9
@@ -136,10 +137,12 @@ def main(argv=None) -> int:
         out.update({f"{name}_gb_per_s": bps / 1e9, f"{name}_over_memcpy": bps / memcpy,
                     f"{name}_over_torch": bps / torch_bps})
         for priority in ("normal", "idle"):
-            r, loaded = python_thread_rate(loader(ds, priority), a.seconds)
+            r, loaded = python_thread_rate(loader(ds, priority), a.seconds, idle)
             out[f"{name}_python_thread_rate_{priority}"] = r
             out[f"{name}_gb_per_s_beside_python_thread_{priority}"] = loaded / 1e9
+            gc.collect()  # the loader and its threads go before the next measurement
         del ours
+        gc.collect()
     print(f"{n} records of 4 MiB ({out['file_gb']:.1f} GB per file, page cache), batch 8, 2 threads / 2 workers")
     print(f"  single-core memcpy                {out['memcpy_gb_per_s']:6.2f} GB/s")
     for name, label in (("raw", "stoker RawDataset"), ("tfrecord", "stoker TFRecordDataset"),
