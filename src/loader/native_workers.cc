@@ -58,11 +58,15 @@ void NativeWorkers::Run(uint32_t id) {
     sched_param sp{};
     sched_setscheduler(0, SCHED_IDLE, &sp);
   }
-  WorkerPort port(std::shared_ptr<Arena>(engine_, &engine_->arena()), id);
-  const std::vector<FieldSpec>& fields = dataset_->fields();
+  RunNativeWorker(std::shared_ptr<Arena>(engine_, &engine_->arena()), *dataset_, id);
+}
+
+void RunNativeWorker(std::shared_ptr<Arena> arena, NativeDataset& dataset, uint32_t id) {
+  WorkerPort port(std::move(arena), id);
+  const std::vector<FieldSpec>& fields = dataset.fields();
   const size_t nf = fields.size();
-  const bool variable = dataset_->has_variable_fields();
-  const bool skip_bad = dataset_->on_error() == OnError::kSkip;
+  const bool variable = dataset.has_variable_fields();
+  const bool skip_bad = dataset.on_error() == OnError::kSkip;
   std::vector<int64_t> indices;
   std::vector<uint8_t*> dst(nf);
   std::vector<uint64_t> sizes;
@@ -77,10 +81,10 @@ void NativeWorkers::Run(uint32_t id) {
     if (t.msg != TaskMsg::kFill) continue;
     // loader.set_epoch(): the dataset's transforms see it from this task on.
     const int64_t epoch = port.epoch();
-    if (epoch >= 0 && static_cast<uint64_t>(epoch) != dataset_->epoch()) dataset_->SetEpoch(static_cast<uint64_t>(epoch));
+    if (epoch >= 0 && static_cast<uint64_t>(epoch) != dataset.epoch()) dataset.SetEpoch(static_cast<uint64_t>(epoch));
     if (t.kind != TaskKind::kIndices && t.kind != TaskKind::kIndex) {
       PublishError(port, t.slot, Status::InvalidArgument(
-          "a native dataset (" + dataset_->Describe() + ") takes integer indices from its sampler"));
+          "a native dataset (" + dataset.Describe() + ") takes integer indices from its sampler"));
       continue;
     }
     indices.resize(t.payload_bytes / 8);
@@ -93,13 +97,13 @@ void NativeWorkers::Run(uint32_t id) {
     if (variable && failed.ok()) {
       sizes.assign(n * nf, 0);
       for (uint64_t i = 0; i < n && failed.ok(); ++i) {
-        Status s = dataset_->SampleBytes(static_cast<uint64_t>(indices[i]), &sizes[i * nf]);
+        Status s = dataset.SampleBytes(static_cast<uint64_t>(indices[i]), &sizes[i * nf]);
         if (s.ok()) continue;
         if (!skippable(s)) {
           failed = s;
           break;
         }
-        dataset_->CountSkipped(s);
+        dataset.CountSkipped(s);
         bad[i] = 1;
         for (size_t f = 0; f < nf; ++f) sizes[i * nf + f] = 0;
       }
@@ -123,19 +127,19 @@ void NativeWorkers::Run(uint32_t id) {
     for (uint64_t i = 0; i < n && failed.ok(); ++i) {
       if (bad[i]) continue;
       for (size_t f = 0; f < nf; ++f) dst[f] = layout.Sample(region.value(), f, i);
-      Status s = dataset_->Read(static_cast<uint64_t>(indices[i]), dst.data());
+      Status s = dataset.Read(static_cast<uint64_t>(indices[i]), dst.data());
       if (s.ok()) {
         kept.push_back(i);
       } else if (skippable(s)) {
-        dataset_->CountSkipped(s);
+        dataset.CountSkipped(s);
       } else {
         failed = s;
       }
     }
     if (failed.ok() && kept.empty() && t.kind == TaskKind::kIndex)
-      failed = Status::InvalidArgument("sample " + std::to_string(indices[0]) + " of " + dataset_->Describe() +
+      failed = Status::InvalidArgument("sample " + std::to_string(indices[0]) + " of " + dataset.Describe() +
                                        " is bad and was skipped, but with batch_size=None there is no batch to "
-                                       "leave it out of: " + dataset_->last_skipped());
+                                       "leave it out of: " + dataset.last_skipped());
     if (!failed.ok()) {
       PublishError(port, t.slot, failed);
       continue;

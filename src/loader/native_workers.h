@@ -25,6 +25,11 @@ namespace stoker {
 enum class ReaderPriority : uint8_t { kNormal = 0, kLow = 1, kIdle = 2 };
 Result<ReaderPriority> ParseReaderPriority(const std::string& name);  // "normal", "low", "idle"
 
+// The reader loop of worker `id`: takes tasks from its ring until the
+// engine shuts down, reading samples of `dataset` into the slots.  Run by
+// NativeWorkers' threads, and by forked worker processes (C++ Loader).
+void RunNativeWorker(std::shared_ptr<Arena> arena, NativeDataset& dataset, uint32_t id);
+
 class NativeWorkers {
  public:
   // One thread per worker id of `engine` (its num_workers).
