@@ -43,6 +43,10 @@ case "$verb" in
     cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON >/dev/null
     cmake --build build/tests
     ctest --test-dir build/tests --output-on-failure --timeout 120
+    # The C++ package, installed for tests/python/test_cpp_api.py.
+    rm -rf build/install
+    cmake --install build/tests --prefix build/install >/dev/null
+    export STOKER_CPP_PREFIX="$PWD/build/install"
     echo "== fuzzing the TFRecord and tar readers (libFuzzer, ${STOKER_FUZZ_SECONDS:-20} s each)"
     bash scripts/fuzz.sh "${STOKER_FUZZ_SECONDS:-20}"
     echo "== Python tests"
