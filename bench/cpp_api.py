@@ -22,12 +22,9 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-
 import stoker
+from native_read import RECORD, raw_file, warm  # bench/ is on sys.path when run as a script
 from stoker import io
-
-RECORD = 1 << 20  # float32 elements: 4 MiB
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -52,16 +49,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if not os.path.exists(a.binary):
         sys.exit(f"{a.binary} is missing: build it (ninja -C build stoker_cpp_loader_bench)")
-    n = int(a.gb * (1 << 30)) // (RECORD * 4)
-    path = os.path.join(a.dir, f"stoker_native_read_{n}.bin")
-    if not os.path.exists(path) or os.path.getsize(path) != n * RECORD * 4:
-        rec = np.random.default_rng(0).standard_normal(RECORD, dtype=np.float32)
-        with open(path, "wb") as f:
-            for _ in range(n):
-                f.write(rec.tobytes())
-    with open(path, "rb") as f:
-        while f.read(64 << 20):
-            pass
+    n, path = raw_file(a.gb, a.dir)
+    warm(path)
     py, cpp = [], []
     for _ in range(3):
         py.append(python_rate(path, a.seconds))

@@ -20,6 +20,7 @@ Prints a table and, last, a JSON line.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -81,6 +82,19 @@ def python_thread_rate(loader, seconds, idle):
     return busy / idle, total[0] / (time.perf_counter() - t)
 
 
+def raw_file(gb, directory):
+    """(records, path) of a raw file of `gb` GB of 4 MiB float32 records,
+    written once and kept for later runs."""
+    n = int(gb * (1 << 30)) // (RECORD * 4)
+    path = os.path.join(directory, f"stoker_native_read_{n}.bin")
+    if not os.path.exists(path) or os.path.getsize(path) != n * RECORD * 4:
+        rec = np.random.default_rng(0).standard_normal(RECORD, dtype=np.float32)
+        with open(path, "wb") as f:
+            for _ in range(n):
+                f.write(rec.tobytes())
+    return n, path
+
+
 def warm(path):
     with open(path, "rb") as f:
         while f.read(64 << 20):
@@ -105,18 +119,10 @@ def main(argv=None) -> int:
     p.add_argument("--dir", default=tempfile.gettempdir())
     p.add_argument("--cold", action="store_true", help="also measure from disk (drops the page cache)")
     a = p.parse_args(argv)
-    n = int(a.gb * (1 << 30)) // (RECORD * 4)
-    path = os.path.join(a.dir, f"stoker_native_read_{n}.bin")
-    if not os.path.exists(path) or os.path.getsize(path) != n * RECORD * 4:
-        rec = np.random.default_rng(0).standard_normal(RECORD, dtype=np.float32)
-        with open(path, "wb") as f:
-            for _ in range(n):
-                f.write(rec.tobytes())
+    n, path = raw_file(a.gb, a.dir)
     tfr = tfrecord_file(path, n, a.dir)
     io.TFRecordDataset(tfr, FEATURES)  # index it once, outside the timing
     memcpy = memcpy_bandwidth()
-    import gc
-
     def loader(ds, priority="normal"):
         return stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2, persistent_workers=True,
                                  reader_priority=priority)
