@@ -10,9 +10,10 @@ VENV="${STOKER_VENV:-.venv}"
 PY="$VENV/bin/python"
 
 apt_deps() {
-  # protobuf: TFRecord's tf.train.Example (stoker.io).  The test run also
-  # needs GoogleTest, Google Benchmark and clang's libFuzzer (tests/fuzz).
-  local pkgs=(g++ cmake ninja-build libprotobuf-dev protobuf-compiler "$@")
+  # protobuf: TFRecord's tf.train.Example (stoker.io); libcurl: HTTP stores.
+  # The test run also needs GoogleTest, Google Benchmark, clang's libFuzzer
+  # (tests/fuzz) and nginx (the HTTP store's tests serve files with it).
+  local pkgs=(g++ cmake ninja-build libprotobuf-dev protobuf-compiler libcurl4-openssl-dev "$@")
   local missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   if ((${#missing[@]})); then
@@ -37,7 +38,7 @@ case "$verb" in
     exec "$VENV/bin/stoker" bench "$@"
     ;;
   test)
-    apt_deps libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev
+    apt_deps libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev nginx
     python_env
     echo "== C++ unit tests"
     cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON >/dev/null

@@ -14,6 +14,7 @@ void BindScheduler(pybind11::module_& m);
 void BindShared(pybind11::module_& m);
 void BindProc(pybind11::module_& m);
 void BindIo(pybind11::module_& m);
+void BindCache(pybind11::module_& m);
 }  // namespace stoker::glue
 
 PYBIND11_MODULE(_stoker, m) {
@@ -29,4 +30,5 @@ PYBIND11_MODULE(_stoker, m) {
   stoker::glue::BindShared(m);
   stoker::glue::BindProc(m);
   stoker::glue::BindIo(m);
+  stoker::glue::BindCache(m);
 }

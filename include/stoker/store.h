@@ -1,0 +1,59 @@
+// stoker::Store: where shards come from, selected by URL (issue 7's first
+// part; the streaming cache builds on it):
+//   /data/shards or file:///data/shards    a local or mounted directory
+//   http://host:port/path, https://...     HTTP(S) with libcurl: range
+//                                          requests, one kept-alive
+//                                          connection per Store, retries
+//                                          with exponential backoff, timeouts
+// A Store is used by one thread at a time (give each fetcher its own).
+#ifndef STOKER_STORE_H_
+#define STOKER_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "stoker/status.h"
+
+namespace stoker {
+
+struct StoreOptions {
+  int attempts = 5;               // tries per request before the error
+  double backoff_s = 0.1;         // wait after the first failure, doubled after each (at most max_backoff_s)
+  double max_backoff_s = 5.0;
+  double connect_timeout_s = 10;  // HTTP: to connect
+  double stall_timeout_s = 30;    // HTTP: a transfer slower than 1 KiB/s for this long fails (and is retried)
+};
+
+class Store {
+ public:
+  static Result<std::unique_ptr<Store>> Open(const std::string& url, const StoreOptions& options = {});
+  virtual ~Store() = default;
+  const std::string& url() const { return url_; }
+  // The URL (or path) of object `name`.
+  virtual std::string Locate(const std::string& name) const = 0;
+  // Size in bytes of object `name`.
+  virtual Result<uint64_t> Size(const std::string& name) = 0;
+  // Bytes [offset, offset + n) of `name` into dst (an HTTP range request).
+  virtual Status Read(const std::string& name, uint64_t offset, uint64_t n, void* dst) = 0;
+  // The whole of `name` appended to file descriptor `fd` from its current
+  // size on (a retry resumes where the last attempt stopped; a second call
+  // after a failure resumes too).  expected_size (0: unknown) is checked.
+  // *bytes: the object's size.
+  virtual Status Download(const std::string& name, int fd, uint64_t expected_size, uint64_t* bytes) = 0;
+  // The whole of `name` (an index file).
+  virtual Result<std::string> ReadAll(const std::string& name) = 0;
+  // Counters: requests made and retried, bytes received.
+  uint64_t requests() const { return requests_; }
+  uint64_t retries() const { return retries_; }
+  uint64_t bytes_received() const { return bytes_; }
+
+ protected:
+  explicit Store(std::string url) : url_(std::move(url)) {}
+  std::string url_;
+  uint64_t requests_ = 0, retries_ = 0, bytes_ = 0;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_STORE_H_

@@ -1,0 +1,70 @@
+#include "cache/file_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "core/unique_fd.h"
+#include "io/file_reader.h"
+
+namespace stoker {
+
+Result<uint64_t> FileStore::Size(const std::string& name) {
+  ++requests_;
+  struct stat st {};
+  if (stat(Locate(name).c_str(), &st) != 0) return Status::IOError("stat " + Locate(name), errno);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+Status FileStore::Read(const std::string& name, uint64_t offset, uint64_t n, void* dst) {
+  ++requests_;
+  STOKER_ASSIGN_OR_RETURN(FileReader f, FileReader::Open(Locate(name)));
+  STOKER_RETURN_IF_ERROR(f.ReadAt(offset, dst, n));
+  bytes_ += n;
+  return Status::OK();
+}
+
+Status FileStore::Download(const std::string& name, int fd, uint64_t expected_size, uint64_t* bytes) {
+  ++requests_;
+  const std::string path = Locate(name);
+  UniqueFd in(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in.valid()) return Status::IOError("open " + path, errno);
+  struct stat st {};
+  if (fstat(in.get(), &st) != 0) return Status::IOError("fstat " + path, errno);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (expected_size && size != expected_size)
+    return Status::DataLoss(path + " has " + std::to_string(size) + " bytes, the index says " +
+                            std::to_string(expected_size));
+  struct stat out {};
+  if (fstat(fd, &out) != 0) return Status::IOError("fstat of the download target", errno);
+  uint64_t at = static_cast<uint64_t>(out.st_size);
+  if (at > size) return Status::DataLoss("a partial download of " + path + " is longer than the file");
+  std::vector<char> buf(1 << 20);
+  while (at < size) {
+    const ssize_t got = pread(in.get(), buf.data(), std::min<uint64_t>(buf.size(), size - at), static_cast<off_t>(at));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return got < 0 ? Status::IOError("read " + path, errno) : Status::DataLoss(path + " shrank while copied");
+    for (ssize_t done = 0; done < got;) {
+      const ssize_t w = pwrite(fd, buf.data() + done, static_cast<size_t>(got - done), static_cast<off_t>(at + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return Status::IOError("write of a download of " + path, errno);
+      done += w;
+    }
+    at += static_cast<uint64_t>(got);
+    bytes_ += static_cast<uint64_t>(got);
+  }
+  *bytes = size;
+  return Status::OK();
+}
+
+Result<std::string> FileStore::ReadAll(const std::string& name) {
+  STOKER_ASSIGN_OR_RETURN(uint64_t n, Size(name));
+  std::string out(n, '\0');
+  STOKER_RETURN_IF_ERROR(Read(name, 0, n, out.data()));
+  return out;
+}
+
+}  // namespace stoker

@@ -1,0 +1,287 @@
+#include "cache/http_store.h"
+
+#include <curl/curl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace stoker {
+
+struct HttpStore::Response {
+  CURLcode code = CURLE_OK;
+  long status = 0;
+  std::string error;        // curl's message
+  uint64_t total = 0;       // the object's size (Content-Range total, or Content-Length of a 200)
+  bool has_total = false;
+  bool local_error = false; // the sink refused (e.g. a write failed)
+};
+
+namespace {
+
+struct Sink {
+  const std::function<bool(const char*, size_t)>* fn;
+  bool failed = false;
+};
+
+size_t WriteCb(char* p, size_t size, size_t n, void* user) {
+  auto* s = static_cast<Sink*>(user);
+  if (!(*s->fn)(p, size * n)) {
+    s->failed = true;
+    return 0;
+  }
+  return size * n;
+}
+
+size_t HeaderCb(char* p, size_t size, size_t n, void* user) {
+  auto* r = static_cast<HttpStore::Response*>(user);
+  const std::string line(p, size * n);
+  // Content-Range: bytes 0-99/1234
+  if (line.size() > 14 && strncasecmp(line.c_str(), "content-range:", 14) == 0) {
+    const size_t slash = line.find('/');
+    if (slash != std::string::npos && slash + 1 < line.size() && line[slash + 1] != '*') {
+      r->total = std::strtoull(line.c_str() + slash + 1, nullptr, 10);
+      r->has_total = true;
+    }
+  }
+  return size * n;
+}
+
+bool Transient(const HttpStore::Response& r) {
+  if (r.local_error) return false;
+  if (r.code != CURLE_OK) {
+    switch (r.code) {
+      case CURLE_URL_MALFORMAT: case CURLE_UNSUPPORTED_PROTOCOL: case CURLE_SSL_CACERT_BADFILE:
+      case CURLE_PEER_FAILED_VERIFICATION: case CURLE_WRITE_ERROR:
+        return false;
+      default:
+        return true;  // connect, resolve, timeout, partial file, recv/send errors...
+    }
+  }
+  return r.status == 408 || r.status == 429 || r.status >= 500;
+}
+
+std::string Describe(const HttpStore::Response& r) {
+  if (r.code != CURLE_OK) return r.error + " (curl error " + std::to_string(static_cast<int>(r.code)) + ")";
+  return "HTTP " + std::to_string(r.status);
+}
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HttpStore>> HttpStore::Create(const std::string& url, const StoreOptions& options) {
+  GlobalInit();
+  std::string base = url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  std::unique_ptr<HttpStore> s(new HttpStore(url, base, options));
+  s->curl_ = curl_easy_init();
+  if (!s->curl_) return Status::Internal("curl_easy_init failed");
+  return s;
+}
+
+HttpStore::~HttpStore() {
+  if (curl_) curl_easy_cleanup(static_cast<CURL*>(curl_));
+}
+
+HttpStore::Response HttpStore::Perform(const std::string& url, bool head, const std::string& range,
+                                       const std::function<bool(const char*, size_t)>& sink) {
+  CURL* c = static_cast<CURL*>(curl_);
+  curl_easy_reset(c);  // options only: the connection cache stays
+  Response r;
+  Sink s{&sink};
+  char err[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o_.connect_timeout_s * 1000));
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o_.stall_timeout_s)));
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, HeaderCb);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
+  if (head) {
+    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  } else {
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, WriteCb);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+  }
+  if (!range.empty()) curl_easy_setopt(c, CURLOPT_RANGE, range.c_str());
+  ++requests_;
+  r.code = curl_easy_perform(c);
+  r.local_error = s.failed;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+  if (r.code != CURLE_OK) r.error = err[0] ? err : curl_easy_strerror(r.code);
+  if (!r.has_total && r.code == CURLE_OK && r.status == 200) {
+    curl_off_t len = -1;
+    curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+    if (len >= 0) r.total = static_cast<uint64_t>(len), r.has_total = true;
+  }
+  return r;
+}
+
+Status HttpStore::WithRetries(const std::string& what, const std::function<Status(bool* transient)>& attempt) {
+  const auto start = std::chrono::steady_clock::now();
+  double wait = o_.backoff_s;
+  Status last;
+  for (int i = 1; i <= std::max(1, o_.attempts); ++i) {
+    bool transient = false;
+    last = attempt(&transient);
+    if (last.ok() || !transient) return last;
+    if (i == o_.attempts) break;
+    ++retries_;
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    wait = std::min(wait * 2, o_.max_backoff_s);
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", took);
+  return Status::IOError(what + " failed after " + std::to_string(o_.attempts) + " attempts over " + secs +
+                             " s: " + last.message() + " (is the server up? StoreOptions.attempts sets the tries)",
+                         EIO);
+}
+
+Result<uint64_t> HttpStore::Size(const std::string& name) {
+  const std::string url = Locate(name);
+  uint64_t size = 0;
+  Status st = WithRetries("HEAD " + url, [&](bool* transient) -> Status {
+    Response r = Perform(url, true, "", [](const char*, size_t) { return true; });
+    *transient = Transient(r);
+    if (r.code != CURLE_OK || r.status != 200) {
+      if (r.status == 404) return Status::InvalidArgument(url + ": no such object on the store (HTTP 404)");
+      return Status::IOError(Describe(r), EIO);
+    }
+    if (!r.has_total) return Status::IOError(url + ": the server sent no Content-Length", EIO);
+    size = r.total;
+    return Status::OK();
+  });
+  if (!st.ok()) return st;
+  return size;
+}
+
+Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, void* dst) {
+  const std::string url = Locate(name);
+  auto* out = static_cast<char*>(dst);
+  uint64_t got = 0;
+  return WithRetries("GET " + url + " bytes " + std::to_string(offset) + "-" + std::to_string(offset + n - 1),
+                     [&](bool* transient) -> Status {
+    if (got == n) return Status::OK();
+    const std::string range = std::to_string(offset + got) + "-" + std::to_string(offset + n - 1);
+    const uint64_t before = got;
+    CURL* c = static_cast<CURL*>(curl_);
+    bool ignored_range = false;
+    Response r = Perform(url, false, range, [&](const char* p, size_t k) {
+      long status = 0;
+      curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+      if (status == 200 && offset + before > 0) {  // the whole object, not our range
+        ignored_range = true;
+        return false;
+      }
+      k = static_cast<size_t>(std::min<uint64_t>(k, n - got));
+      std::memcpy(out + got, p, k);
+      got += k;
+      return got < n || k > 0;
+    });
+    if (ignored_range)
+      return Status::IOError(url + ": the server does not answer range requests (HTTP 200 for bytes " + range + ")",
+                             EIO);
+    *transient = Transient(r) || (r.code == CURLE_OK && r.status == 206 && got < n);
+    if (r.status == 404) return Status::InvalidArgument(url + ": no such object on the store (HTTP 404)");
+    if (r.status == 416)
+      return Status::InvalidArgument(url + ": bytes " + range + " are past the end of the object (HTTP 416)");
+    if (r.code != CURLE_OK || (r.status != 206 && r.status != 200)) return Status::IOError(Describe(r), EIO);
+    if (got < n) return Status::IOError("the response ended after " + std::to_string(got) + " of " +
+                                        std::to_string(n) + " bytes", EIO);
+    bytes_ += n;
+    return Status::OK();
+  });
+}
+
+Status HttpStore::Download(const std::string& name, int fd, uint64_t expected_size, uint64_t* bytes) {
+  const std::string url = Locate(name);
+  return WithRetries("GET " + url, [&](bool* transient) -> Status {
+    struct stat st {};
+    if (fstat(fd, &st) != 0) return Status::IOError("fstat of the download target of " + url, errno);
+    uint64_t at = static_cast<uint64_t>(st.st_size);
+    if (expected_size && at == expected_size) {
+      *bytes = at;
+      return Status::OK();
+    }
+    const uint64_t start = at;
+    int write_errno = 0;
+    Response r = Perform(url, false, at ? std::to_string(at) + "-" : "", [&](const char* p, size_t k) {
+      for (size_t done = 0; done < k;) {
+        const ssize_t w = pwrite(fd, p + done, k - done, static_cast<off_t>(at));
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+          write_errno = errno;
+          return false;
+        }
+        done += static_cast<size_t>(w);
+        at += static_cast<uint64_t>(w);
+      }
+      bytes_ += k;
+      return true;
+    });
+    if (write_errno) return Status::IOError("writing the download of " + url, write_errno);
+    if (r.status == 200 && start > 0 && r.code == CURLE_OK) {
+      // The server ignored the range and sent it all from byte 0 after our
+      // partial bytes: start over.
+      if (ftruncate(fd, 0) != 0) return Status::IOError("truncate of the download target of " + url, errno);
+      *transient = true;
+      return Status::IOError("the server ignored the range request; downloading again from the start", EIO);
+    }
+    if (r.status == 416 && expected_size == 0 && start > 0) {  // we already had all of it
+      *bytes = start;
+      return Status::OK();
+    }
+    *transient = Transient(r);
+    if (r.status == 404) return Status::InvalidArgument(url + ": no such object on the store (HTTP 404)");
+    if (r.code != CURLE_OK || (r.status != 200 && r.status != 206)) return Status::IOError(Describe(r), EIO);
+    const uint64_t total = r.has_total ? r.total : at;
+    if (expected_size && total != expected_size)
+      return Status::DataLoss(url + " has " + std::to_string(total) + " bytes, the index says " +
+                              std::to_string(expected_size));
+    if (at != total) {
+      *transient = true;  // the response was cut short: resume from `at`
+      return Status::IOError("the response ended after " + std::to_string(at) + " of " + std::to_string(total) +
+                             " bytes", EIO);
+    }
+    *bytes = total;
+    return Status::OK();
+  });
+}
+
+Result<std::string> HttpStore::ReadAll(const std::string& name) {
+  const std::string url = Locate(name);
+  std::string out;
+  Status st = WithRetries("GET " + url, [&](bool* transient) -> Status {
+    out.clear();
+    Response r = Perform(url, false, "", [&](const char* p, size_t k) {
+      out.append(p, k);
+      return true;
+    });
+    *transient = Transient(r);
+    if (r.status == 404) return Status::InvalidArgument(url + ": no such object on the store (HTTP 404)");
+    if (r.code != CURLE_OK || r.status != 200) return Status::IOError(Describe(r), EIO);
+    if (r.has_total && out.size() != r.total) {
+      *transient = true;
+      return Status::IOError("the response ended after " + std::to_string(out.size()) + " of " +
+                             std::to_string(r.total) + " bytes", EIO);
+    }
+    bytes_ += out.size();
+    return Status::OK();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+}  // namespace stoker

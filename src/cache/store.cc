@@ -1,0 +1,28 @@
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "cache/file_store.h"
+#include "cache/http_store.h"
+#include "stoker/store.h"
+
+namespace stoker {
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& url, const StoreOptions& options) {
+  if (options.attempts < 1) return Status::InvalidArgument("StoreOptions.attempts must be at least 1");
+  if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
+    STOKER_ASSIGN_OR_RETURN(auto s, HttpStore::Create(url, options));
+    return std::unique_ptr<Store>(std::move(s));
+  }
+  std::string dir = url;
+  if (url.rfind("file://", 0) == 0) dir = url.substr(7);
+  else if (url.find("://") != std::string::npos)
+    return Status::InvalidArgument("store URL '" + url + "': only file://, http:// and https:// (or a path) are known");
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0) return Status::IOError("store " + url + ": stat " + dir, errno);
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("store " + url + ": " + dir + " is not a directory");
+  return std::unique_ptr<Store>(new FileStore(url, dir));
+}
+
+}  // namespace stoker

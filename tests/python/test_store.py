@@ -1,0 +1,104 @@
+"""Issue 7, first part: stores by URL (a directory, HTTP with a real nginx):
+sizes, range reads, downloads that resume, retries with backoff, clear
+errors after the last attempt."""
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from stoker.cache import Store
+from nginx import Nginx
+
+
+@pytest.fixture
+def www(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    data = os.urandom(3 << 20)
+    (root / "shard-0.bin").write_bytes(data)
+    (root / "index.txt").write_text("shard-0.bin\n")
+    return root, data
+
+
+@pytest.fixture
+def server(tmp_path, www):
+    root, _ = www
+    n = Nginx(tmp_path / "nginx", root).start()
+    yield n
+    n.stop()
+
+
+def test_directory_store(www, tmp_path):
+    root, data = www
+    for url in (str(root), f"file://{root}"):
+        s = Store(url)
+        assert s.size("shard-0.bin") == len(data)
+        assert s.read("shard-0.bin", 1000, 50) == data[1000:1050]
+        out = tmp_path / "copy"
+        out.write_bytes(data[:12345])  # a partial download: resumed
+        assert s.download("shard-0.bin", str(out), len(data)) == len(data)
+        assert out.read_bytes() == data
+        out.unlink()
+    with pytest.raises(OSError, match="nope.bin"):
+        Store(str(root)).size("nope.bin")
+    with pytest.raises(ValueError, match="is not a directory"):
+        Store(str(root / "shard-0.bin"))
+
+
+def test_http_size_ranges_download_and_connection_reuse(server, www, tmp_path):
+    _, data = www
+    s = Store(server.url + "/")
+    assert s.size("shard-0.bin") == len(data)
+    assert s.read("shard-0.bin", 0, 10) == data[:10]
+    assert s.read("shard-0.bin", len(data) - 7, 7) == data[-7:]
+    assert s.read_all("index.txt") == b"shard-0.bin\n"
+    out = tmp_path / "d"
+    assert s.download("shard-0.bin", str(out), len(data)) == len(data) and out.read_bytes() == data
+    assert s.requests == 5 and s.retries == 0
+    with pytest.raises(ValueError, match=r"shard-9.bin: no such object on the store \(HTTP 404\)"):
+        s.size("shard-9.bin")
+    with pytest.raises(ValueError, match="past the end of the object"):
+        s.read("shard-0.bin", len(data) + 10, 5)
+    # A size that disagrees with the index is named.
+    out.unlink()
+    with pytest.raises(ValueError, match=r"has 3145728 bytes, the index says 100"):
+        s.download("shard-0.bin", str(out), 100)
+
+
+def test_server_down_retries_then_a_clear_error(server, tmp_path):
+    server.stop()
+    s = Store(server.url, attempts=3, backoff_s=0.05)
+    t = time.monotonic()
+    with pytest.raises(OSError, match=rf"GET {server.url}/shard-0.bin failed after 3 attempts over .* s: .*"
+                                      r"(Couldn't connect|Connection refused|curl error 7)"):
+        s.download("shard-0.bin", str(tmp_path / "x"), 0)
+    assert s.retries == 2 and time.monotonic() - t < 5
+
+
+def test_server_back_during_the_retries(server, www, tmp_path):
+    _, data = www
+    server.stop()
+    threading.Timer(0.5, server.start).start()
+    s = Store(server.url, attempts=8, backoff_s=0.1)
+    out = tmp_path / "d"
+    assert s.download("shard-0.bin", str(out), len(data)) == len(data)
+    assert out.read_bytes() == data and s.retries >= 1
+
+
+def test_server_killed_mid_download_resumes_with_a_range_request(server, www, tmp_path):
+    _, data = www
+    out = tmp_path / "d"
+    s = Store(server.url + "/slow", attempts=10, backoff_s=0.2)  # 1 MiB/s: 3 MiB take 3 s
+
+    def kill_and_restart():
+        time.sleep(1.0)
+        server.stop(signal.SIGKILL)  # the connection dies mid-body
+        time.sleep(0.5)
+        server.start()
+    threading.Thread(target=kill_and_restart).start()
+    got = s.download("shard-0.bin", str(out), len(data))
+    assert got == len(data) and out.read_bytes() == data
+    assert s.retries >= 1, "the cut transfer was retried"
+    assert s.bytes_received < 2 * len(data), "resumed from where it stopped, not from the start"
