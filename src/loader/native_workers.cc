@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <latch>
 #include <string>
 
 #include "loader/native_batch.h"
@@ -37,7 +38,12 @@ Result<ReaderPriority> ParseReaderPriority(const std::string& name) {
 NativeWorkers::NativeWorkers(std::shared_ptr<Engine> engine, std::shared_ptr<NativeDataset> dataset,
                              ReaderPriority priority)
     : engine_(std::move(engine)), dataset_(std::move(dataset)), priority_(priority) {
-  for (uint32_t i = 0; i < engine_->options().num_workers; ++i) threads_.emplace_back([this, i] { Run(i); });
+  // Wait until every thread runs (its priority set): a loader is fully up
+  // when the constructor returns.
+  const uint32_t n = engine_->options().num_workers;
+  std::latch started(n);
+  for (uint32_t i = 0; i < n; ++i) threads_.emplace_back([this, i, &started] { Run(i, &started); });
+  started.wait();
 }
 
 NativeWorkers::~NativeWorkers() { Stop(); }
@@ -49,7 +55,7 @@ void NativeWorkers::Stop() {
   threads_.clear();
 }
 
-void NativeWorkers::Run(uint32_t id) {
+void NativeWorkers::Run(uint32_t id, std::latch* started) {
   // Reader threads below the training loop's threads (docs/native_io.md):
   // best effort, a refusal leaves the thread as it was.
   if (priority_ == ReaderPriority::kLow) {
@@ -58,6 +64,7 @@ void NativeWorkers::Run(uint32_t id) {
     sched_param sp{};
     sched_setscheduler(0, SCHED_IDLE, &sp);
   }
+  started->count_down();
   RunNativeWorker(std::shared_ptr<Arena>(engine_, &engine_->arena()), *dataset_, id);
 }
 

@@ -8,6 +8,7 @@
 #ifndef STOKER_LOADER_NATIVE_WORKERS_H_
 #define STOKER_LOADER_NATIVE_WORKERS_H_
 
+#include <latch>
 #include <memory>
 #include <string>
 #include <thread>
@@ -39,7 +40,7 @@ class NativeWorkers {
   void Stop();
 
  private:
-  void Run(uint32_t id);
+  void Run(uint32_t id, std::latch* started);
   std::shared_ptr<Engine> engine_;
   std::shared_ptr<NativeDataset> dataset_;
   ReaderPriority priority_;

@@ -186,7 +186,7 @@ def test_tfrecord_loader_matches_torch(tfr, workers, io_mode):
     ours = stoker.DataLoader(ds, num_workers=workers, **kw())
     ref = list(torch.utils.data.DataLoader(ds, **kw()))
     got = list(ours)
-    assert set(children()) == before, "TFRecord is read by threads"
+    assert not set(children()) - before, "TFRecord is read by threads, not processes"
     assert len(got) == len(ref)
     for a, b in zip(got, ref):
         assert set(a) == set(FEATURES)

@@ -42,7 +42,7 @@ def test_threads_not_processes(files):
     before = set(children())
     it = iter(stoker.DataLoader(datasets(files)[0], batch_size=4, num_workers=2))
     next(it)
-    assert set(children()) == before, "a native dataset needs no worker process"
+    assert not set(children()) - before, "a native dataset needs no worker process"
     assert it._native_ds is not None and len(it.stats()["workers"]) == 2
     del it
 
