@@ -76,6 +76,11 @@ class NativeDataset {
 // a sample's size fits in 64 bits.
 Status ValidateFieldSpec(const FieldSpec& f, const std::string& what);
 
+// Elements in a shape (1 for a scalar's ()).
+uint64_t NumElements(const std::vector<int64_t>& shape);
+// "(2, 3)", "(4,)", "()": a shape as Python writes it, for messages.
+std::string ShapeString(const std::vector<int64_t>& shape);
+
 // Size in bytes of one element; 0 for an unknown code.
 uint32_t ElementSize(ElementType t);
 // "float32", "int64", ... (numpy names).

@@ -15,6 +15,7 @@
 #include <filesystem>
 
 #include "api/batch_impl.h"
+#include "core/mix.h"
 #include "io/record_file_dataset.h"
 #include "io/tar_shard_dataset.h"
 #include "io/tfrecord_dataset.h"
@@ -28,13 +29,6 @@ namespace stoker {
 
 namespace {
 
-uint64_t Mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // This rank's sample order for an epoch: a permutation drawn from (seed,
 // epoch) when shuffling, padded (repeating from the start) or cut to a
 // multiple of world_size, then every world_size-th from rank, as
@@ -43,9 +37,9 @@ std::vector<int64_t> EpochOrder(uint64_t n, const LoaderOptions& o, uint64_t epo
   std::vector<int64_t> all(n);
   for (uint64_t i = 0; i < n; ++i) all[i] = static_cast<int64_t>(i);
   if (o.shuffle) {
-    uint64_t state = Mix(o.seed ^ Mix(epoch + 0x5bd1e995));
+    uint64_t state = Mix64(o.seed ^ Mix64(epoch + 0x5bd1e995));
     for (uint64_t i = n; i > 1; --i) {
-      state = Mix(state);
+      state = Mix64(state);
       const uint64_t j = static_cast<uint64_t>((static_cast<__uint128_t>(state) * i) >> 64);  // [0, i)
       std::swap(all[i - 1], all[j]);
     }

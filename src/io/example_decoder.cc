@@ -28,18 +28,7 @@ const char* KindName(int kind) {
                                                                                                      : "empty feature";
 }
 
-std::string Declared(const FieldSpec& f) {
-  std::string s = std::string(DTypeNameOf(f.dtype)) + " (";
-  for (size_t i = 0; i < f.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(f.shape[i]);
-  if (f.shape.size() == 1) s += ",";
-  return s + ")";
-}
-
-uint64_t Elements(const FieldSpec& f) {
-  uint64_t n = 1;
-  for (int64_t d : f.shape) n *= static_cast<uint64_t>(d);
-  return n;
-}
+std::string Declared(const FieldSpec& f) { return std::string(DTypeNameOf(f.dtype)) + " " + ShapeString(f.shape); }
 
 bool IsFloat(ElementType t) {
   return t == ElementType::kFloat32 || t == ElementType::kFloat64 || t == ElementType::kFloat16 ||
@@ -81,7 +70,7 @@ bool PutInt(ElementType t, uint8_t* dst, uint64_t i, int64_t v) {
 class FeatureWriter {
  public:
   FeatureWriter(const FieldSpec& f, uint8_t* dst, Crc32cCursor* crc)
-      : f_(f), dst_(dst), crc_(crc), want_(Elements(f)), bytes_(f.bytes()) {}
+      : f_(f), dst_(dst), crc_(crc), want_(NumElements(f.shape)), bytes_(f.bytes()) {}
 
   // Decodes the Feature message in [p, p+n).
   Status Decode(const uint8_t* p, int n) {

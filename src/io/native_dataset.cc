@@ -48,6 +48,18 @@ Status ValidateFieldSpec(const FieldSpec& f, const std::string& what) {
   return Status::OK();
 }
 
+uint64_t NumElements(const std::vector<int64_t>& shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string t = "(";
+  for (size_t i = 0; i < shape.size(); ++i) t += (i ? ", " : "") + std::to_string(shape[i]);
+  return t + (shape.size() == 1 ? ",)" : ")");
+}
+
 uint64_t FieldSpec::bytes() const {
   uint64_t n = ElementSize(dtype);
   for (int64_t d : shape) n *= static_cast<uint64_t>(d);

@@ -17,12 +17,6 @@ bool IsIntExt(const std::string& e) {
   return e == "cls" || e == "cls2" || e == "index" || e == "idx" || e == "label" || e == "id";
 }
 
-std::string ShapeText(const std::vector<int64_t>& s) {
-  std::string t = "(";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + (s.size() == 1 ? ",)" : ")");
-}
-
 }  // namespace
 
 Result<std::unique_ptr<TarShardDataset>> TarShardDataset::Open(const std::vector<std::string>& paths,
@@ -160,7 +154,7 @@ Status TarShardDataset::Read(uint64_t index, uint8_t* const* dst) {
       case TarFieldKind::kRaw:
         if (m.size != spec.bytes())
           return Where(index, "member '" + m.path + "' has " + std::to_string(m.size) + " bytes; declared " +
-                                  DTypeNameOf(spec.dtype) + " " + ShapeText(spec.shape) + " needs " +
+                                  DTypeNameOf(spec.dtype) + " " + ShapeString(spec.shape) + " needs " +
                                   std::to_string(spec.bytes()));
         STOKER_RETURN_IF_ERROR(read(m.data_offset, dst[f], m.size));
         break;
@@ -186,8 +180,8 @@ Status TarShardDataset::Read(uint64_t index, uint8_t* const* dst) {
         if (!h.ok()) return Where(index, h.status().message());
         if (h.value().dtype != spec.dtype || h.value().shape != spec.shape)
           return Where(index, "member '" + m.path + "' is " + DTypeNameOf(h.value().dtype) + " " +
-                                  ShapeText(h.value().shape) + ", the field is " + DTypeNameOf(spec.dtype) + " " +
-                                  ShapeText(spec.shape) + " (from the first sample): every sample must be alike");
+                                  ShapeString(h.value().shape) + ", the field is " + DTypeNameOf(spec.dtype) + " " +
+                                  ShapeString(spec.shape) + " (from the first sample): every sample must be alike");
         STOKER_RETURN_IF_ERROR(read(h.value().data_offset, dst[f], spec.bytes()));
         break;
       }

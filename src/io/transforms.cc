@@ -6,6 +6,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/mix.h"
 #include "io/half.h"
 
 namespace stoker {
@@ -59,26 +60,7 @@ Out ConvertOne(In raw) {
   }
 }
 
-uint64_t Elements(const std::vector<int64_t>& shape) {
-  uint64_t n = 1;
-  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
-  return n;
-}
-
-std::string ShapeText(const std::vector<int64_t>& s) {
-  std::string t = "(";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + (s.size() == 1 ? ",)" : ")");
-}
-
 bool IsComplex(ElementType t) { return t == ElementType::kComplex64 || t == ElementType::kComplex128; }
-
-uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 class Cast : public Transform {
  public:
@@ -91,7 +73,7 @@ class Cast : public Transform {
     return out;
   }
   void Apply(const FieldSpec& in, const uint8_t* src, uint8_t* dst, uint64_t) const override {
-    const uint64_t n = Elements(in.shape);
+    const uint64_t n = NumElements(in.shape);
     if (in.dtype == to_) {
       std::memcpy(dst, src, n * ElementSize(in.dtype));
       return;
@@ -126,10 +108,10 @@ class Normalize : public Transform {
       const int a = axis_ < 0 ? axis_ + nd : axis_;
       if (a < 0 || a >= nd)
         return Status::InvalidArgument("Normalize: axis " + std::to_string(axis_) + " is out of range for shape " +
-                                       ShapeText(in.shape));
+                                       ShapeString(in.shape));
       if (static_cast<size_t>(in.shape[a]) != mean_.size())
         return Status::InvalidArgument("Normalize: " + std::to_string(mean_.size()) + " means for axis " +
-                                       std::to_string(axis_) + " of shape " + ShapeText(in.shape) + ", which has " +
+                                       std::to_string(axis_) + " of shape " + ShapeString(in.shape) + ", which has " +
                                        std::to_string(in.shape[a]));
     }
     FieldSpec out = in;
@@ -137,7 +119,7 @@ class Normalize : public Transform {
     return out;
   }
   void Apply(const FieldSpec& in, const uint8_t* src, uint8_t* dst, uint64_t) const override {
-    const uint64_t n = Elements(in.shape);
+    const uint64_t n = NumElements(in.shape);
     uint64_t inner = n, channels = 1;
     if (mean_.size() > 1) {
       const int nd = static_cast<int>(in.shape.size());
@@ -182,7 +164,7 @@ void CopyWindow(const std::vector<int64_t>& shape, uint32_t es, const std::vecto
   std::vector<uint64_t> stride(nd, 1);
   for (size_t i = nd; i-- > 1;) stride[i - 1] = stride[i] * static_cast<uint64_t>(shape[i]);
   const uint64_t row = static_cast<uint64_t>(wshape[nd - 1]) * es;
-  const uint64_t rows = Elements(wshape) / static_cast<uint64_t>(wshape[nd - 1]);
+  const uint64_t rows = NumElements(wshape) / static_cast<uint64_t>(wshape[nd - 1]);
   std::vector<int64_t> idx(nd, 0);  // over wshape[0..nd-2]
   for (uint64_t r = 0; r < rows; ++r) {
     uint64_t at = static_cast<uint64_t>(wo[nd - 1]);
@@ -203,14 +185,14 @@ class Crop : public Transform {
     const std::string name = random_ ? "RandomCrop" : "Crop";
     if (size_.size() > in.shape.size())
       return Status::InvalidArgument(name + ": a " + std::to_string(size_.size()) + "-d window for shape " +
-                                     ShapeText(in.shape));
+                                     ShapeString(in.shape));
     const size_t base = in.shape.size() - size_.size();
     for (size_t i = 0; i < size_.size(); ++i) {
       const int64_t o = random_ ? 0 : off_[i];
       if (o + size_[i] > in.shape[base + i])
-        return Status::InvalidArgument(name + ": window " + ShapeText(size_) +
-                                       (random_ ? "" : " at " + ShapeText(off_)) + " does not fit shape " +
-                                       ShapeText(in.shape));
+        return Status::InvalidArgument(name + ": window " + ShapeString(size_) +
+                                       (random_ ? "" : " at " + ShapeString(off_)) + " does not fit shape " +
+                                       ShapeString(in.shape));
     }
     FieldSpec out = in;
     for (size_t i = 0; i < size_.size(); ++i) out.shape[base + i] = size_[i];
@@ -222,14 +204,14 @@ class Crop : public Transform {
       const size_t base = in.shape.size() - size_.size();
       off.resize(size_.size());
       for (size_t i = 0; i < size_.size(); ++i) {
-        random = Mix(random + i);
+        random = Mix64(random + i);
         const uint64_t span = static_cast<uint64_t>(in.shape[base + i] - size_[i]) + 1;
         off[i] = static_cast<int64_t>(random % span);
       }
     }
     CopyWindow(in.shape, ElementSize(in.dtype), off, size_, src, dst);
   }
-  std::string Describe() const override { return (random_ ? "RandomCrop" : "Crop") + ShapeText(size_); }
+  std::string Describe() const override { return (random_ ? "RandomCrop" : "Crop") + ShapeString(size_); }
 
  private:
   std::vector<int64_t> off_, size_;
@@ -243,12 +225,12 @@ class Flip : public Transform {
     const int nd = static_cast<int>(in.shape.size());
     if (axis_ >= nd || axis_ < -nd)
       return Status::InvalidArgument("Flip: axis " + std::to_string(axis_) + " is out of range for shape " +
-                                     ShapeText(in.shape));
+                                     ShapeString(in.shape));
     return in;
   }
   void Apply(const FieldSpec& in, const uint8_t* src, uint8_t* dst, uint64_t random) const override {
     const uint64_t total = in.bytes();
-    const bool flip = p_ >= 1.0 || (p_ > 0.0 && static_cast<double>(Mix(random) >> 11) * 0x1.0p-53 < p_);
+    const bool flip = p_ >= 1.0 || (p_ > 0.0 && static_cast<double>(Mix64(random) >> 11) * 0x1.0p-53 < p_);
     if (!flip) {
       std::memcpy(dst, src, total);
       return;
@@ -274,7 +256,7 @@ class Reshape : public Transform {
  public:
   explicit Reshape(std::vector<int64_t> shape) : shape_(std::move(shape)) {}
   Result<FieldSpec> OutputSpec(const FieldSpec& in) const override {
-    const uint64_t n = Elements(in.shape);
+    const uint64_t n = NumElements(in.shape);
     uint64_t known = 1;
     int infer = -1;
     for (size_t i = 0; i < shape_.size(); ++i) {
@@ -285,12 +267,12 @@ class Reshape : public Transform {
     out.shape = shape_;
     if (infer >= 0) {
       if (known == 0 || n % known != 0)
-        return Status::InvalidArgument("Reshape: cannot infer -1 in " + ShapeText(shape_) + " from shape " +
-                                       ShapeText(in.shape));
+        return Status::InvalidArgument("Reshape: cannot infer -1 in " + ShapeString(shape_) + " from shape " +
+                                       ShapeString(in.shape));
       out.shape[infer] = static_cast<int64_t>(n / known);
     } else if (known != n) {
-      return Status::InvalidArgument("Reshape: " + ShapeText(shape_) + " has " + std::to_string(known) +
-                                     " elements, shape " + ShapeText(in.shape) + " has " + std::to_string(n));
+      return Status::InvalidArgument("Reshape: " + ShapeString(shape_) + " has " + std::to_string(known) +
+                                     " elements, shape " + ShapeString(in.shape) + " has " + std::to_string(n));
     }
     return out;
   }
@@ -298,7 +280,7 @@ class Reshape : public Transform {
     if (src != dst) std::memcpy(dst, src, in.bytes());
   }
   bool IsView() const override { return true; }
-  std::string Describe() const override { return "Reshape" + ShapeText(shape_); }
+  std::string Describe() const override { return "Reshape" + ShapeString(shape_); }
 
  private:
   std::vector<int64_t> shape_;
@@ -362,7 +344,7 @@ class Transformed : public NativeDataset {
           out = b.data();
           pp ^= 1;
         }
-        const uint64_t random = Mix(seed_ ^ Mix(epoch ^ Mix(index ^ Mix((f << 16) | s))));
+        const uint64_t random = Mix64(seed_ ^ Mix64(epoch ^ Mix64(index ^ Mix64((f << 16) | s))));
         c.steps[s]->Apply(c.specs[s], cur, out, random);
         cur = out;
       }
