@@ -42,7 +42,7 @@ _IO_MODES = ("pread", "mmap", "direct")
 
 
 def _paths(paths, what: str) -> list[str]:
-    """A path, a glob pattern, a directory's files ending in one of `ext`, or a list of those."""
+    """A path, a glob pattern, or a list of those, as a list of paths."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[str] = []
