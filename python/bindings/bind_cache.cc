@@ -8,6 +8,7 @@
 
 #include "core/unique_fd.h"
 #include "glue/errors.h"
+#include "cache/shard_cache.h"
 #include "stoker/store.h"
 
 namespace py = pybind11;
@@ -57,6 +58,37 @@ void BindCache(py::module_& m) {
       .def_property_readonly("requests", &Store::requests)
       .def_property_readonly("retries", &Store::retries)
       .def_property_readonly("bytes_received", &Store::bytes_received);
+
+  py::class_<ShardCache::Pin>(m, "ShardPin")
+      .def_property_readonly("path", &ShardCache::Pin::path)
+      .def("release", [](ShardCache::Pin& p) { p = ShardCache::Pin(); });
+
+  py::class_<ShardCache>(m, "ShardCache")
+      .def(py::init([](const std::string& dir, uint64_t max_bytes) {
+             return Check(ShardCache::Open(dir, max_bytes)).release(); }),
+           py::arg("dir"), py::arg("max_bytes"))
+      // -> a ShardPin (the shard is not evicted until it is released)
+      .def("fetch", [](ShardCache& c, Store& store, const std::string& name, uint64_t size, py::object crc) {
+             ShardInfo s{name, size, 0, !crc.is_none()};
+             if (!crc.is_none()) s.crc32c = crc.cast<uint32_t>();
+             Result<ShardCache::Pin> r = [&] { py::gil_scoped_release nogil; return c.Fetch(store, s); }();
+             return Check(std::move(r)); },
+           py::arg("store"), py::arg("name"), py::arg("size"), py::arg("crc32c") = py::none())
+      .def("is_cached", [](ShardCache& c, const std::string& name, uint64_t size) {
+             return c.IsCached(ShardInfo{name, size, 0, false}); })
+      .def("used_bytes", [](ShardCache& c) { return Check(c.UsedBytes()); })
+      .def_property_readonly("max_bytes", &ShardCache::max_bytes)
+      .def_property_readonly("downloads", &ShardCache::downloads)
+      .def_property_readonly("hits", &ShardCache::hits)
+      .def_property_readonly("evictions", &ShardCache::evictions)
+      .def_property_readonly("bytes_downloaded", &ShardCache::bytes_downloaded);
+
+  m.def("parse_shard_index", [](const std::string& text, const std::string& where) {
+    py::list out;
+    for (const ShardInfo& s : Check(ParseShardIndex(text, where)))
+      out.append(py::make_tuple(s.name, s.size, s.has_crc ? py::cast(s.crc32c) : py::none()));
+    return out;
+  });
 }
 
 }  // namespace stoker::glue

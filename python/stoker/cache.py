@@ -1,5 +1,5 @@
-"""Remote stores for the streaming cache (issue 7; the cache itself is not
-built yet).
+"""Remote stores and a local shard cache (issue 7; the StreamingDataset on
+top of them is not built yet).
 
     store = stoker.cache.Store("http://host:8080/shards")   # or a path, file://...
     store.size("shard-000.tar"); store.read("shard-000.tar", 0, 512)
@@ -16,5 +16,12 @@ thread at a time.
 from stoker import _native as N
 
 Store = N.lib.Store
+# ShardCache(dir, max_bytes): whole shards from a Store in a local directory
+# under a byte budget, shared safely by threads and processes; fetch(store,
+# name, size, crc32c=None) -> a pin (path; not evicted until release()).
+ShardCache = N.lib.ShardCache
+# parse_shard_index(text, where) -> [(name, size, crc32c or None)] from an
+# index file's lines "name size [crc32c hex]".
+parse_shard_index = N.lib.parse_shard_index
 
-__all__ = ["Store"]
+__all__ = ["Store", "ShardCache", "parse_shard_index"]

@@ -1,0 +1,252 @@
+#include "cache/shard_cache.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "io/crc32c.h"
+
+namespace stoker {
+
+namespace {
+
+bool EndsWith(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// flock that retries on EINTR.
+int Flock(int fd, int op) {
+  int r;
+  do {
+    r = flock(fd, op);
+  } while (r != 0 && errno == EINTR);
+  return r;
+}
+
+Result<UniqueFd> LockFile(const std::string& path, int op) {
+  UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd.valid()) return Status::IOError("open " + path, errno);
+  if (Flock(fd.get(), op) != 0) return Status::IOError("flock " + path, errno);
+  return fd;
+}
+
+Result<uint32_t> FileCrc(int fd, uint64_t size, const std::string& path) {
+  std::vector<uint8_t> buf(1 << 20);
+  uint32_t crc = 0;
+  for (uint64_t at = 0; at < size;) {
+    const ssize_t n = pread(fd, buf.data(), std::min<uint64_t>(buf.size(), size - at), static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::IOError("read " + path, n < 0 ? errno : EIO);
+    crc = Crc32cExtend(crc, buf.data(), static_cast<size_t>(n));
+    at += static_cast<uint64_t>(n);
+  }
+  return crc;
+}
+
+bool SafeName(const std::string& n) {
+  return !n.empty() && n.find('/') == std::string::npos && n != "." && n != ".." && n[0] != '.' &&
+         !EndsWith(n, ".part") && !EndsWith(n, ".lock") && !EndsWith(n, ".reserve");
+}
+
+}  // namespace
+
+Result<std::vector<ShardInfo>> ParseShardIndex(const std::string& text, const std::string& where) {
+  std::vector<ShardInfo> out;
+  std::istringstream in(text);
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    ShardInfo s;
+    std::string crc;
+    if (!(f >> s.name >> s.size))
+      return Status::InvalidArgument(where + " line " + std::to_string(no) + ": expected 'name size [crc32c]', got '" +
+                                     line + "'");
+    if (!SafeName(s.name))
+      return Status::InvalidArgument(where + " line " + std::to_string(no) + ": shard name '" + s.name +
+                                     "' must be a plain file name");
+    if (f >> crc) {
+      char* end = nullptr;
+      const unsigned long v = std::strtoul(crc.c_str(), &end, 16);
+      if (crc.size() != 8 || *end) return Status::InvalidArgument(where + " line " + std::to_string(no) +
+                                                                 ": crc32c '" + crc + "' is not 8 hex digits");
+      s.crc32c = static_cast<uint32_t>(v);
+      s.has_crc = true;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<std::unique_ptr<ShardCache>> ShardCache::Open(const std::string& dir, uint64_t max_bytes) {
+  if (max_bytes == 0) return Status::InvalidArgument("ShardCache: max_bytes must be > 0");
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::IOError("mkdir " + dir, errno);
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::InvalidArgument("ShardCache: " + dir + " is not a directory");
+  return std::unique_ptr<ShardCache>(new ShardCache(dir, max_bytes));
+}
+
+bool ShardCache::IsCached(const ShardInfo& shard) const {
+  struct stat st {};
+  return stat(Path(shard.name).c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == shard.size;
+}
+
+Result<uint64_t> ShardCache::UsedBytes() const {
+  DIR* d = opendir(dir_.c_str());
+  if (!d) return Status::IOError("opendir " + dir_, errno);
+  uint64_t used = 0;
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n[0] == '.' || EndsWith(n, ".lock") || EndsWith(n, ".part")) continue;
+    struct stat st {};
+    if (stat(Path(n).c_str(), &st) != 0) continue;  // evicted meanwhile
+    if (EndsWith(n, ".reserve")) {
+      // A reservation counts while its downloader lives (holds the shard's
+      // lock); one left by a crashed process is dropped.
+      const std::string lock = Path(n.substr(0, n.size() - 8)) + ".lock";
+      UniqueFd lfd(open(lock.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!lfd.valid() || Flock(lfd.get(), LOCK_EX | LOCK_NB) == 0) {
+        unlink(Path(n).c_str());
+        continue;
+      }
+      char buf[32] = {0};
+      UniqueFd fd(open(Path(n).c_str(), O_RDONLY | O_CLOEXEC));
+      if (fd.valid() && read(fd.get(), buf, sizeof buf - 1) > 0) used += std::strtoull(buf, nullptr, 10);
+    } else {
+      used += static_cast<uint64_t>(st.st_size);
+    }
+  }
+  closedir(d);
+  return used;
+}
+
+Status ShardCache::Reserve(const ShardInfo& shard) {
+  if (shard.size > max_bytes_)
+    return Status::ResourceExhausted("shard " + shard.name + " (" + std::to_string(shard.size) +
+                                     " bytes) is larger than the cache's max_bytes (" + std::to_string(max_bytes_) +
+                                     ")");
+  STOKER_ASSIGN_OR_RETURN(UniqueFd dirlock, LockFile(dir_ + "/.stoker-cache.lock", LOCK_EX));
+  STOKER_ASSIGN_OR_RETURN(uint64_t used, UsedBytes());
+  if (used + shard.size > max_bytes_) {
+    // Least recently used first (atime, set when a shard is pinned).
+    std::vector<std::pair<int64_t, std::string>> cand;
+    DIR* d = opendir(dir_.c_str());
+    if (!d) return Status::IOError("opendir " + dir_, errno);
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (!SafeName(n)) continue;
+      struct stat st {};
+      if (stat(Path(n).c_str(), &st) == 0 && S_ISREG(st.st_mode))
+        cand.emplace_back(st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec, n);
+    }
+    closedir(d);
+    std::sort(cand.begin(), cand.end());
+    for (const auto& [atime, n] : cand) {
+      if (used + shard.size <= max_bytes_) break;
+      UniqueFd fd(open(Path(n).c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) continue;
+      if (Flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // pinned by a reader: never evicted
+      struct stat st {};
+      if (fstat(fd.get(), &st) != 0) continue;
+      if (unlink(Path(n).c_str()) == 0) {
+        used -= std::min<uint64_t>(used, static_cast<uint64_t>(st.st_size));
+        ++evictions_;
+      }
+    }
+    if (used + shard.size > max_bytes_)
+      return Status::ResourceExhausted("cache " + dir_ + " is full: " + std::to_string(used) + " of " +
+                                       std::to_string(max_bytes_) + " bytes are shards in use or being downloaded, " +
+                                       "and shard " + shard.name + " needs " + std::to_string(shard.size));
+  }
+  const std::string reserve = Path(shard.name) + ".reserve";
+  UniqueFd fd(open(reserve.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.valid()) return Status::IOError("create " + reserve, errno);
+  const std::string n = std::to_string(shard.size);
+  if (write(fd.get(), n.data(), n.size()) != static_cast<ssize_t>(n.size())) return Status::IOError("write " + reserve, errno);
+  return Status::OK();
+}
+
+Status ShardCache::Download(Store& store, const ShardInfo& shard) {
+  const std::string path = Path(shard.name), part = path + ".part";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    UniqueFd fd(open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (!fd.valid()) return Status::IOError("create " + part, errno);
+    struct stat st {};
+    if (fstat(fd.get(), &st) != 0) return Status::IOError("fstat " + part, errno);
+    const bool resumed = st.st_size > 0;
+    if (static_cast<uint64_t>(st.st_size) > shard.size && ftruncate(fd.get(), 0) != 0)
+      return Status::IOError("truncate " + part, errno);
+    uint64_t got = 0;
+    const uint64_t before = store.bytes_received();
+    Status s = store.Download(shard.name, fd.get(), shard.size, &got);
+    bytes_downloaded_ += store.bytes_received() - before;
+    if (!s.ok()) return Status::FromCode(s.code(), "shard " + shard.name + ": " + s.message());
+    if (shard.has_crc) {
+      STOKER_ASSIGN_OR_RETURN(uint32_t crc, FileCrc(fd.get(), shard.size, part));
+      if (crc != shard.crc32c) {
+        unlink(part.c_str());
+        if (resumed) continue;  // a crash may have left bad bytes in the part: once more from scratch
+        char want[16], have[16];
+        std::snprintf(want, sizeof want, "%08x", shard.crc32c);
+        std::snprintf(have, sizeof have, "%08x", crc);
+        return Status::DataLoss("shard " + shard.name + " from " + store.Locate(shard.name) +
+                                ": CRC-32C " + have + " does not match the index's " + want +
+                                " (the shard on the store is corrupt, or the index is stale)");
+      }
+    }
+    if (fsync(fd.get()) != 0) return Status::IOError("fsync " + part, errno);
+    if (rename(part.c_str(), path.c_str()) != 0) return Status::IOError("rename " + part, errno);
+    UniqueFd d(open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (d.valid()) fsync(d.get());
+    ++downloads_;
+    return Status::OK();
+  }
+  return Status::Internal("unreachable");
+}
+
+Result<ShardCache::Pin> ShardCache::PinCached(const ShardInfo& shard) {
+  Pin p;
+  p.path_ = Path(shard.name);
+  p.fd_.reset(open(p.path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!p.fd_.valid()) return Status::InvalidArgument("shard " + shard.name + " is not in the cache " + dir_);
+  if (Flock(p.fd_.get(), LOCK_SH) != 0) return Status::IOError("flock " + p.path_, errno);
+  struct stat st {};
+  if (fstat(p.fd_.get(), &st) != 0 || st.st_nlink == 0 || static_cast<uint64_t>(st.st_size) != shard.size)
+    return Status::InvalidArgument("shard " + shard.name + " is not in the cache " + dir_ + " (evicted)");
+  const timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};  // atime: recently used
+  futimens(p.fd_.get(), times);
+  return p;
+}
+
+Result<ShardCache::Pin> ShardCache::Fetch(Store& store, const ShardInfo& shard) {
+  if (!SafeName(shard.name)) return Status::InvalidArgument("shard name '" + shard.name + "' must be a plain file name");
+  Result<Pin> hit = PinCached(shard);
+  if (hit.ok()) {
+    ++hits_;
+    return hit;
+  }
+  // One downloader per shard, across processes: the others wait here.
+  STOKER_ASSIGN_OR_RETURN(UniqueFd lock, LockFile(Path(shard.name) + ".lock", LOCK_EX));
+  hit = PinCached(shard);
+  if (hit.ok()) {  // someone else downloaded it meanwhile
+    ++hits_;
+    return hit;
+  }
+  STOKER_RETURN_IF_ERROR(Reserve(shard));
+  Status st = Download(store, shard);
+  unlink((Path(shard.name) + ".reserve").c_str());
+  if (!st.ok()) return st;
+  return PinCached(shard);
+}
+
+}  // namespace stoker

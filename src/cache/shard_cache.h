@@ -1,0 +1,85 @@
+// ShardCache: a local directory of whole shards fetched from a Store, under
+// a byte budget, safe to share between threads and processes (the ranks of
+// one node):
+//   - a shard is downloaded to <name>.part (resumed if a crash left one),
+//     checked (size, and CRC-32C when the index has one), fsynced and
+//     renamed into place: a reader never sees half a shard;
+//   - one process downloads a shard, the others wait on its lock file and
+//     then find it (no double download);
+//   - before a download, least recently used shards are evicted until the
+//     cached and in-progress bytes plus the new shard fit max_bytes; a shard
+//     a reader has pinned (shared flock) is never evicted.
+// Layout of the directory: <name> (complete), <name>.part (downloading),
+// <name>.reserve (bytes reserved for a download), <name>.lock, .stoker-cache.lock.
+#ifndef STOKER_CACHE_SHARD_CACHE_H_
+#define STOKER_CACHE_SHARD_CACHE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/unique_fd.h"
+#include "stoker/store.h"
+
+namespace stoker {
+
+struct ShardInfo {
+  std::string name;
+  uint64_t size = 0;
+  uint32_t crc32c = 0;
+  bool has_crc = false;
+};
+
+// An index file: one shard per line, "name size [crc32c as 8 hex digits]";
+// blank lines and lines starting with '#' are skipped.  Errors name `where`
+// and the line.
+Result<std::vector<ShardInfo>> ParseShardIndex(const std::string& text, const std::string& where);
+
+class ShardCache {
+ public:
+  static Result<std::unique_ptr<ShardCache>> Open(const std::string& dir, uint64_t max_bytes);
+
+  // A shard held by a reader: never evicted while the Pin lives.
+  class Pin {
+   public:
+    Pin() = default;
+    const std::string& path() const { return path_; }
+    bool valid() const { return fd_.valid(); }
+
+   private:
+    friend class ShardCache;
+    UniqueFd fd_;
+    std::string path_;
+  };
+
+  // The shard, downloaded from `store` first unless it is cached, pinned.
+  Result<Pin> Fetch(Store& store, const ShardInfo& shard);
+  // Pins a cached shard; NotFound-like InvalidArgument when it is not cached.
+  Result<Pin> PinCached(const ShardInfo& shard);
+  bool IsCached(const ShardInfo& shard) const;
+  // Bytes of complete shards plus reservations of downloads in progress.
+  Result<uint64_t> UsedBytes() const;
+
+  const std::string& dir() const { return dir_; }
+  uint64_t max_bytes() const { return max_bytes_; }
+  uint64_t downloads() const { return downloads_; }
+  uint64_t hits() const { return hits_; }
+  uint64_t evictions() const { return evictions_; }
+  uint64_t bytes_downloaded() const { return bytes_downloaded_; }
+
+ private:
+  ShardCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  // Under the directory lock: evicts until `need` more bytes fit; reserves them.
+  Status Reserve(const ShardInfo& shard);
+  Status Download(Store& store, const ShardInfo& shard);
+  std::string dir_;
+  uint64_t max_bytes_;
+  std::atomic<uint64_t> downloads_{0}, hits_{0}, evictions_{0}, bytes_downloaded_{0};
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_CACHE_SHARD_CACHE_H_
