@@ -176,7 +176,7 @@ Status ShardCache::Reserve(const ShardInfo& shard) {
   return Status::OK();
 }
 
-Status ShardCache::Download(Store& store, const ShardInfo& shard) {
+Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
   const std::string path = Path(shard.name), part = path + ".part";
   for (int attempt = 0; attempt < 2; ++attempt) {
     UniqueFd fd(open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
@@ -205,10 +205,15 @@ Status ShardCache::Download(Store& store, const ShardInfo& shard) {
       }
     }
     if (fsync(fd.get()) != 0) return Status::IOError("fsync " + part, errno);
+    // Pinned before it gets its name, so no evictor can take it between the
+    // rename and the caller's first read (the lock belongs to the inode).
+    if (Flock(fd.get(), LOCK_SH) != 0) return Status::IOError("flock " + part, errno);
     if (rename(part.c_str(), path.c_str()) != 0) return Status::IOError("rename " + part, errno);
     UniqueFd d(open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (d.valid()) fsync(d.get());
     ++downloads_;
+    pin->fd_ = std::move(fd);
+    pin->path_ = path;
     return Status::OK();
   }
   return Status::Internal("unreachable");
@@ -243,10 +248,11 @@ Result<ShardCache::Pin> ShardCache::Fetch(Store& store, const ShardInfo& shard) 
     return hit;
   }
   STOKER_RETURN_IF_ERROR(Reserve(shard));
-  Status st = Download(store, shard);
+  Pin pin;
+  Status st = Download(store, shard, &pin);
   unlink((Path(shard.name) + ".reserve").c_str());
   if (!st.ok()) return st;
-  return PinCached(shard);
+  return pin;
 }
 
 }  // namespace stoker

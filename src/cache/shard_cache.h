@@ -74,7 +74,8 @@ class ShardCache {
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
   // Under the directory lock: evicts until `need` more bytes fit; reserves them.
   Status Reserve(const ShardInfo& shard);
-  Status Download(Store& store, const ShardInfo& shard);
+  // Downloads, checks and renames into place; *pin holds it from before the rename.
+  Status Download(Store& store, const ShardInfo& shard, Pin* pin);
   std::string dir_;
   uint64_t max_bytes_;
   std::atomic<uint64_t> downloads_{0}, hits_{0}, evictions_{0}, bytes_downloaded_{0};
