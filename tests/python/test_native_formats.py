@@ -12,24 +12,10 @@ import torch
 
 import stoker
 from stoker import io
+from crc32c_ref import crc32c
 from leaks import children
 
 # ---- a TFRecord reader and writer from the format spec (not stoker's code) -----
-
-_CRC_TABLE = []
-for _b in range(256):
-    _c = _b
-    for _ in range(8):
-        _c = (_c >> 1) ^ (0x82F63B78 if _c & 1 else 0)
-    _CRC_TABLE.append(_c)
-
-
-def crc32c(data: bytes) -> int:
-    c = 0xFFFFFFFF
-    for b in data:
-        c = (c >> 8) ^ _CRC_TABLE[(c ^ b) & 0xFF]
-    return c ^ 0xFFFFFFFF
-
 
 def masked(c: int) -> int:
     return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF

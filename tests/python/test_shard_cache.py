@@ -10,22 +10,10 @@ import textwrap
 import pytest
 
 from stoker.cache import ShardCache, Store, parse_shard_index
+from crc32c_ref import crc32c
 from nginx import Nginx
 
 SHARD = 1 << 20
-
-
-def crc32c(data: bytes) -> int:
-    table = []
-    for b in range(256):
-        c = b
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-        table.append(c)
-    c = 0xFFFFFFFF
-    for x in data:
-        c = (c >> 8) ^ table[(c ^ x) & 0xFF]
-    return c ^ 0xFFFFFFFF
 
 
 @pytest.fixture(scope="module")
