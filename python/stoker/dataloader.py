@@ -35,7 +35,7 @@ DEFAULT_MAX_MEMORY = 1 << 30
 
 
 def default_max_memory() -> int:
-    return max(1 << 20, min(DEFAULT_MAX_MEMORY, N.lib.memory_limit() // 4 // 4096 * 4096))
+    return N.Engine.default_max_memory()  # min(DEFAULT_MAX_MEMORY, a quarter of the memory limit)
 
 # How long a worker busy in user code may take to notice a shutdown before it
 # is killed.  Workers hold nothing that needs cleaning up.

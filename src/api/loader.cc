@@ -22,7 +22,6 @@
 #include "loader/engine.h"
 #include "loader/native_workers.h"
 #include "loader/scheduler.h"
-#include "proc/proc_memory.h"
 #include "sync/futex.h"
 
 namespace stoker {
@@ -141,12 +140,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<NativeDataset> da
   impl->o = o;
   EngineOptions eo;
   eo.num_workers = o.num_workers;
-  if (o.max_memory) {
-    eo.max_memory = o.max_memory;
-  } else {
-    Result<uint64_t> limit = MemoryLimitBytes();
-    eo.max_memory = std::min<uint64_t>(uint64_t{1} << 30, limit.ok() ? limit.value() / 4 : uint64_t{1} << 30);
-  }
+  eo.max_memory = o.max_memory ? o.max_memory : DefaultMaxMemory();
   const uint32_t prefetch = o.prefetch_factor * o.num_workers;
   eo.max_slots = std::max<uint32_t>(256, 4 * prefetch + 64);
   STOKER_ASSIGN_OR_RETURN(impl->engine, Engine::Create(eo));

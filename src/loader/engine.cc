@@ -20,6 +20,13 @@ Status CheckMaxMemory(uint64_t max_memory) {
   return Status::OK();
 }
 
+uint64_t DefaultMaxMemory() {
+  constexpr uint64_t kCap = uint64_t{1} << 30, kFloor = uint64_t{1} << 20;
+  Result<uint64_t> limit = MemoryLimitBytes();
+  if (!limit.ok()) return kCap;
+  return std::max(kFloor, std::min(kCap, limit.value() / 4 / 4096 * 4096));
+}
+
 Result<std::shared_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   STOKER_RETURN_IF_ERROR(CheckMaxMemory(o.max_memory));
   ArenaGeometry g;

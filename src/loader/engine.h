@@ -94,6 +94,10 @@ struct EngineStats {
 // InvalidArgument when max_memory is more than this process may ever use
 // (MemTotal or its cgroup's limit); Engine::Create checks it too.
 Status CheckMaxMemory(uint64_t max_memory);
+// The default budget: a quarter of MemTotal / the cgroup's limit (whole
+// pages), at most 1 GiB and at least 1 MiB.  stoker.DataLoader and
+// stoker::Loader both use it.
+uint64_t DefaultMaxMemory();
 
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
