@@ -36,6 +36,15 @@ struct FieldSpec {
 // CRC, truncated, a feature of the wrong type or shape).
 enum class OnError : uint8_t { kRaise = 0, kSkip = 1 };
 
+// What an epoch's sample order depends on (NativeDataset::Order).
+struct SampleOrder {
+  uint64_t epoch = 0;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  uint32_t rank = 0, world_size = 1;
+  bool pad = true;  // ranks get equal shares by repeating samples (false: drop the tail)
+};
+
 class NativeDataset {
  public:
   virtual ~NativeDataset() = default;
@@ -51,6 +60,23 @@ class NativeDataset {
   // (bytes[f]; fixed fields get fields()[f].bytes()).
   virtual Status SampleBytes(uint64_t index, uint64_t* bytes);
   bool has_variable_fields() const;
+
+  // Called by a loader when epoch `epoch` starts, before it asks for size()
+  // and Order(): a dataset whose contents change between epochs (the
+  // streaming cache) takes its snapshot here.  May block (waiting for data).
+  virtual Status BeginEpoch(uint64_t epoch) {
+    SetEpoch(epoch);
+    return Status::OK();
+  }
+  // This rank's sample order for the epoch.  The default is torch's
+  // DistributedSampler's: a permutation of [0, size()) drawn from (seed,
+  // epoch) when shuffling, padded (repeating from the start) or cut to a
+  // multiple of world_size, then every world_size-th from rank.  A dataset
+  // that streams its data orders samples so that they come shard by shard.
+  virtual std::vector<int64_t> Order(const SampleOrder& o);
+  // Called (from any thread) when the loader stops using the dataset's
+  // current epoch early; a streaming dataset stops waiting for data.
+  virtual void Interrupt() {}
 
   // The epoch, for transforms whose randomness depends on it.
   virtual void SetEpoch(uint64_t epoch) { epoch_.store(epoch, std::memory_order_relaxed); }

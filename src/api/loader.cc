@@ -15,7 +15,6 @@
 #include <filesystem>
 
 #include "api/batch_impl.h"
-#include "core/mix.h"
 #include "io/record_file_dataset.h"
 #include "io/tar_shard_dataset.h"
 #include "io/tfrecord_dataset.h"
@@ -27,31 +26,6 @@
 namespace stoker {
 
 namespace {
-
-// This rank's sample order for an epoch: a permutation drawn from (seed,
-// epoch) when shuffling, padded (repeating from the start) or cut to a
-// multiple of world_size, then every world_size-th from rank, as
-// torch's DistributedSampler does.
-std::vector<int64_t> EpochOrder(uint64_t n, const LoaderOptions& o, uint64_t epoch) {
-  std::vector<int64_t> all(n);
-  for (uint64_t i = 0; i < n; ++i) all[i] = static_cast<int64_t>(i);
-  if (o.shuffle) {
-    uint64_t state = Mix64(o.seed ^ Mix64(epoch + 0x5bd1e995));
-    for (uint64_t i = n; i > 1; --i) {
-      state = Mix64(state);
-      const uint64_t j = static_cast<uint64_t>((static_cast<__uint128_t>(state) * i) >> 64);  // [0, i)
-      std::swap(all[i - 1], all[j]);
-    }
-  }
-  const uint64_t w = o.world_size;
-  uint64_t total = o.even_split_pad ? (n + w - 1) / w * w : n / w * w;
-  if (n == 0) total = 0;
-  for (uint64_t i = n; i < total; ++i) all.push_back(all[(i - n) % n]);
-  all.resize(total);
-  std::vector<int64_t> mine;
-  for (uint64_t i = o.rank; i < total; i += w) mine.push_back(all[i]);
-  return mine;
-}
 
 class EpochSource : public IndexSource {
  public:
@@ -188,8 +162,10 @@ void Loader::SetEpoch(uint64_t epoch) {
 
 Status Loader::StartEpoch() {
   Impl& m = *impl_;
+  STOKER_RETURN_IF_ERROR(m.dataset->BeginEpoch(epoch_));
   m.engine->SetEpoch(static_cast<int64_t>(epoch_));
-  m.source.Begin(EpochOrder(m.dataset->size(), m.o, epoch_), m.o.batch_size, m.o.drop_last);
+  SampleOrder so{epoch_, m.o.shuffle, m.o.seed, m.o.rank, m.o.world_size, m.o.even_split_pad};
+  m.source.Begin(m.dataset->Order(so), m.o.batch_size, m.o.drop_last);
   m.sched->Reset(&m.source, false);
   if (m.restore_pending) {
     m.sched->SkipDelivered(m.restore_prefix, m.restore_extra);

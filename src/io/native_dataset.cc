@@ -1,5 +1,8 @@
 #include "stoker/native_dataset.h"
 
+#include <algorithm>
+
+#include "core/mix.h"
 #include "shm/batch_format.h"
 
 namespace stoker {
@@ -18,6 +21,28 @@ Status NativeDataset::SampleBytes(uint64_t, uint64_t* bytes) {
     bytes[i] = f[i].bytes();
   }
   return Status::OK();
+}
+
+std::vector<int64_t> NativeDataset::Order(const SampleOrder& o) {
+  const uint64_t n = size();
+  std::vector<int64_t> all(n);
+  for (uint64_t i = 0; i < n; ++i) all[i] = static_cast<int64_t>(i);
+  if (o.shuffle) {
+    uint64_t state = Mix64(o.seed ^ Mix64(o.epoch + 0x5bd1e995));
+    for (uint64_t i = n; i > 1; --i) {
+      state = Mix64(state);
+      const uint64_t j = static_cast<uint64_t>((static_cast<__uint128_t>(state) * i) >> 64);  // [0, i)
+      std::swap(all[i - 1], all[j]);
+    }
+  }
+  const uint64_t w = std::max<uint32_t>(1, o.world_size);
+  uint64_t total = o.pad ? (n + w - 1) / w * w : n / w * w;
+  if (n == 0) total = 0;
+  for (uint64_t i = n; i < total; ++i) all.push_back(all[(i - n) % n]);
+  all.resize(total);
+  std::vector<int64_t> mine;
+  for (uint64_t i = o.rank; i < total; i += w) mine.push_back(all[i]);
+  return mine;
 }
 
 bool NativeDataset::has_variable_fields() const {

@@ -309,6 +309,12 @@ class Transformed : public NativeDataset {
     NativeDataset::SetEpoch(e);
     base_->SetEpoch(e);
   }
+  Status BeginEpoch(uint64_t e) override {
+    NativeDataset::SetEpoch(e);
+    return base_->BeginEpoch(e);
+  }
+  std::vector<int64_t> Order(const SampleOrder& o) override { return base_->Order(o); }
+  void Interrupt() override { base_->Interrupt(); }
   Status Read(uint64_t index, uint8_t* const* dst) override {
     const size_t nf = fields_.size();
     thread_local std::vector<std::vector<uint8_t>> scratch;  // per field: input, and two ping-pong buffers

@@ -51,6 +51,7 @@ NativeWorkers::~NativeWorkers() { Stop(); }
 void NativeWorkers::Stop() {
   if (threads_.empty()) return;
   engine_->Shutdown();
+  dataset_->Interrupt();  // a reader waiting for data (a shard downloading) gives up
   for (std::thread& t : threads_) t.join();
   threads_.clear();
 }
