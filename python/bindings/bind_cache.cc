@@ -5,15 +5,70 @@
 #include <cerrno>
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "core/unique_fd.h"
-#include "glue/errors.h"
 #include "cache/shard_cache.h"
+#include "glue/errors.h"
+#include "glue/options.h"
+#include "shm/batch_format.h"
+#include "stoker/shard_index.h"
 #include "stoker/store.h"
+#include "stoker/streaming.h"
 
 namespace py = pybind11;
 
 namespace stoker::glue {
+
+namespace {
+
+py::tuple ShardTuple(const ShardInfo& s) {
+  return py::make_tuple(s.name, s.size, s.has_crc ? py::cast(s.crc32c) : py::none(),
+                        s.has_samples ? py::cast(s.samples) : py::none());
+}
+
+ShardInfo ShardFromTuple(const py::handle& t) {
+  py::tuple tt = py::reinterpret_borrow<py::tuple>(t);
+  if (tt.size() < 2 || tt.size() > 4)
+    Throw(Status::InvalidArgument("a shard is (name, size[, crc32c[, samples]]), got a tuple of " +
+                                  std::to_string(tt.size())));
+  ShardInfo s;
+  s.name = tt[0].cast<std::string>();
+  s.size = tt[1].cast<uint64_t>();
+  if (tt.size() > 2 && !tt[2].is_none()) s.crc32c = tt[2].cast<uint32_t>(), s.has_crc = true;
+  if (tt.size() > 3 && !tt[3].is_none()) s.samples = tt[3].cast<uint64_t>(), s.has_samples = true;
+  return s;
+}
+
+py::dict StatsDict(const StreamingStats& s) {
+  py::dict d;
+  d["epoch"] = s.epoch;
+  d["epoch_shards"] = s.epoch_shards;
+  d["epoch_samples"] = s.epoch_samples;
+  d["cached_shards"] = s.cached_shards;
+  d["cached_bytes"] = s.cached_bytes;
+  d["used_bytes"] = s.used_bytes;
+  d["max_bytes"] = s.max_bytes;
+  d["hits"] = s.hits;
+  d["downloads"] = s.downloads;
+  d["hit_rate"] = s.hit_rate;
+  d["bytes_downloaded"] = s.bytes_downloaded;
+  d["fetch_seconds"] = s.fetch_seconds;
+  d["fetch_bytes_per_s"] = s.fetch_bytes_per_s;
+  d["shards_in_flight"] = s.shards_in_flight;
+  d["bytes_in_flight"] = s.bytes_in_flight;
+  d["evictions"] = s.evictions;
+  d["remote_shards"] = s.remote_shards;
+  d["remote_bytes"] = s.remote_bytes;
+  d["seen_shards"] = s.seen_shards;
+  d["seen_bytes"] = s.seen_bytes;
+  d["fraction_seen"] = s.fraction_seen;
+  d["fetch_errors"] = s.fetch_errors;
+  d["last_fetch_error"] = s.last_fetch_error;
+  return d;
+}
+
+}  // namespace
 
 void BindCache(py::module_& m) {
   py::class_<Store>(m, "Store")
@@ -85,10 +140,79 @@ void BindCache(py::module_& m) {
 
   m.def("parse_shard_index", [](const std::string& text, const std::string& where) {
     py::list out;
-    for (const ShardInfo& s : Check(ParseShardIndex(text, where)))
-      out.append(py::make_tuple(s.name, s.size, s.has_crc ? py::cast(s.crc32c) : py::none()));
+    for (const ShardInfo& s : Check(ParseShardIndex(text, where))) out.append(ShardTuple(s));
     return out;
   });
+  m.def("format_shard_index", [](const py::list& shards) {
+    std::vector<ShardInfo> v;
+    for (py::handle t : shards) v.push_back(ShardFromTuple(t));
+    return FormatShardIndex(v);
+  });
+  m.def("describe_shard", [](const std::string& path, const std::string& format) {
+    ShardFormat f = ShardFormat::kTFRecord;
+    if (format == "tar") f = ShardFormat::kTar;
+    else if (format != "tfrecord") Throw(Status::InvalidArgument("format='" + format + "' is not one of 'tfrecord', 'tar'"));
+    Result<ShardInfo> r = [&] { py::gil_scoped_release nogil; return DescribeShard(path, f); }();
+    return ShardTuple(Check(std::move(r)));
+  });
+
+  py::class_<StreamingDataset, NativeDataset, std::shared_ptr<StreamingDataset>>(m, "StreamingDataset")
+      .def_static("open", [](const std::string& remote, const std::string& local, uint64_t max_bytes,
+                             const std::string& mode, const std::string& eviction, const py::object& shards,
+                             const std::string& index, const std::string& format,
+                             const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>& features,
+                             const std::vector<std::tuple<std::string, std::string, std::string, std::vector<int64_t>>>& tar_fields,
+                             const std::string& on_error, uint32_t fetchers, uint32_t prefetch, uint32_t shuffle_window,
+                             uint32_t min_shards, uint64_t fetch_seed, double wait_timeout_s, int attempts,
+                             double backoff_s, double max_backoff_s, double connect_timeout_s, double stall_timeout_s) {
+             StreamingOptions o;
+             o.remote = remote;
+             o.local = local;
+             o.max_bytes = max_bytes;
+             if (mode == "growing") o.mode = StreamingMode::kGrowing;
+             else if (mode == "full") o.mode = StreamingMode::kFull;
+             else Throw(Status::InvalidArgument("mode='" + mode + "' is not one of 'growing', 'full'"));
+             if (eviction == "oldest") o.eviction = EvictionOrder::kOldest;
+             else if (eviction == "lru") o.eviction = EvictionOrder::kLeastRecentlyUsed;
+             else Throw(Status::InvalidArgument("eviction='" + eviction + "' is not one of 'oldest', 'lru'"));
+             if (!shards.is_none())
+               for (py::handle t : shards) o.shards.push_back(ShardFromTuple(t));
+             o.index = index;
+             if (format == "tar") o.format = ShardFormat::kTar;
+             else if (format != "tfrecord") Throw(Status::InvalidArgument("format='" + format + "' is not one of 'tfrecord', 'tar'"));
+             for (const auto& [name, dtype, shape] : features)
+               o.features.push_back(FieldSpec{name, Check(ParseElementType(dtype)), shape});
+             for (const auto& [ext, kind, dtype, shape] : tar_fields)
+               o.tar_fields.push_back({ext, ParseTarKind(kind), dtype.empty() ? ElementType::kUInt8 : Check(ParseElementType(dtype)), shape});
+             o.on_error = ParseOnError(on_error);
+             o.fetchers = fetchers;
+             o.prefetch = prefetch;
+             o.shuffle_window = shuffle_window;
+             o.min_shards = min_shards;
+             o.fetch_seed = fetch_seed;
+             o.wait_timeout_s = wait_timeout_s;
+             o.store = StoreOptions{attempts, backoff_s, max_backoff_s, connect_timeout_s, stall_timeout_s};
+             Result<std::shared_ptr<StreamingDataset>> r = [&] { py::gil_scoped_release nogil; return StreamingDataset::Open(o); }();
+             return Check(std::move(r)); })
+      .def("begin_epoch", [](StreamingDataset& d, uint64_t epoch) {
+             Status st = [&] { py::gil_scoped_release nogil; return d.BeginEpoch(epoch); }();
+             Check(st); })
+      // This rank's order of the current epoch, as int64 bytes.
+      .def("order", [](StreamingDataset& d, uint64_t epoch, bool shuffle, uint64_t seed, uint32_t rank,
+                       uint32_t world_size, bool pad) {
+             std::vector<int64_t> v = d.Order(SampleOrder{epoch, shuffle, seed, rank, world_size, pad});
+             return py::bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t)); })
+      .def("use_shards", &StreamingDataset::UseShards)
+      .def_property_readonly("epoch_shards", &StreamingDataset::epoch_shards)
+      .def_property_readonly("remote_shards", [](StreamingDataset& d) {
+             py::list out;
+             for (const ShardInfo& s : d.remote_shards()) out.append(ShardTuple(s));
+             return out; })
+      .def_property_readonly("mode", [](StreamingDataset& d) { return d.mode() == StreamingMode::kFull ? "full" : "growing"; })
+      .def("stats", [](StreamingDataset& d) {
+             StreamingStats s = [&] { py::gil_scoped_release nogil; return d.stats(); }();
+             return StatsDict(s); })
+      .def("close", &StreamingDataset::Close, py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace stoker::glue

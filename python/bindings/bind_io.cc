@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "glue/errors.h"
+#include "glue/options.h"
 #include "io/record_file_dataset.h"
 #include "io/tar_file.h"
 #include "io/tar_shard_dataset.h"
@@ -20,29 +21,6 @@ namespace stoker::glue {
 namespace {
 
 using Shape = std::vector<int64_t>;
-
-OnError ParseOnError(const std::string& s) {
-  if (s == "raise") return OnError::kRaise;
-  if (s == "skip") return OnError::kSkip;
-  Throw(Status::InvalidArgument("on_error='" + s + "' is not one of 'raise', 'skip'"));
-}
-
-TarFieldKind ParseTarKind(const std::string& s) {
-  if (s == "npy") return TarFieldKind::kNpy;
-  if (s == "raw") return TarFieldKind::kRaw;
-  if (s == "int") return TarFieldKind::kInt;
-  if (s == "bytes") return TarFieldKind::kBytes;
-  Throw(Status::InvalidArgument("tar field kind '" + s + "' is not one of 'npy', 'raw', 'int', 'bytes'"));
-}
-
-const char* TarKindName(TarFieldKind k) {
-  switch (k) {
-    case TarFieldKind::kNpy: return "npy";
-    case TarFieldKind::kRaw: return "raw";
-    case TarFieldKind::kInt: return "int";
-    default: return "bytes";
-  }
-}
 
 std::shared_ptr<Transform> Take(Result<std::shared_ptr<Transform>> r) { return Check(std::move(r)); }
 

@@ -1,27 +1,260 @@
-"""Remote stores and a local shard cache (issue 7; the StreamingDataset on
-top of them is not built yet).
+"""A streaming local cache over a remote store (docs/streaming.md).
 
-    store = stoker.cache.Store("http://host:8080/shards")   # or a path, file://...
-    store.size("shard-000.tar"); store.read("shard-000.tar", 0, 512)
-    store.download("shard-000.tar", "/local/shard-000.tar.part")
+    ds = stoker.cache.StreamingDataset("http://host:8080/shards", "/local/cache",
+                                       max_bytes=200 << 30, mode="growing",
+                                       features={"x": ("float32", (1000,)), "y": ("int64", ())})
+    loader = stoker.DataLoader(ds, batch_size=64, shuffle=True, num_workers=4)
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for batch in loader: ...
+        print(ds.stats())   # cached bytes and shards, hit rate, fetch throughput, ...
 
-HTTP(S) through libcurl: range requests, one kept-alive connection per
-Store, retries with exponential backoff (attempts=, backoff_s=,
-max_backoff_s=), timeouts (connect_timeout_s=, stall_timeout_s=: a transfer
-below 1 KiB/s for that long fails and is retried); after the last attempt an
-OSError naming the URL, the attempts and the last failure.  A download
-resumes where a failed attempt stopped (range request).  A Store is for one
-thread at a time.
+The shards (TFRecord, or WebDataset-style tar with fields=) live on a store:
+a directory (a path or file://) or HTTP(S) (libcurl: range requests, one
+kept-alive connection per fetcher, retries with exponential backoff, then an
+OSError naming the URL).  An index file there lists them ("name size crc32c
+samples" per line; `stoker index DIR` writes it), or pass shards=[(name,
+size, crc32c, samples), ...].  Background fetcher threads download shards
+into `local` (to a .part file, checked against the index's size and CRC-32C,
+fsynced, renamed) under `max_bytes`.  mode="growing": each epoch reads the
+shards cached when it begins, while the cache keeps filling and, once full,
+turns over (eviction="oldest" or "lru"; a shard being read is never
+evicted).  mode="full": each epoch reads the whole remote dataset, fetching
+`prefetch` shards ahead of the readers.  Several loaders (the ranks of a
+node) may share `local`.  Read by stoker.DataLoader's C++ threads.
+
+Below it: Store (one store), ShardCache (whole shards in a directory under a
+budget), parse_shard_index / write_index.
 """
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
 from stoker import _native as N
+from stoker.io import NativeDataset, _check_choice, _feature_specs, _tar_decls
+
+try:
+    from torch.utils.data import Sampler as _SamplerBase
+except ImportError:  # pragma: no cover - numpy-only use
+    _SamplerBase = object
 
 Store = N.lib.Store
 # ShardCache(dir, max_bytes): whole shards from a Store in a local directory
 # under a byte budget, shared safely by threads and processes; fetch(store,
 # name, size, crc32c=None) -> a pin (path; not evicted until release()).
 ShardCache = N.lib.ShardCache
-# parse_shard_index(text, where) -> [(name, size, crc32c or None)] from an
-# index file's lines "name size [crc32c hex]".
+# parse_shard_index(text, where) -> [(name, size, crc32c or None, samples or
+# None)] from an index file's lines "name size [crc32c [samples]]".
 parse_shard_index = N.lib.parse_shard_index
 
-__all__ = ["Store", "ShardCache", "parse_shard_index"]
+__all__ = ["Store", "ShardCache", "StreamingDataset", "StreamingSampler", "parse_shard_index", "write_index"]
+
+_SHARD_EXTS = {".tfrecord": "tfrecord", ".tfrecords": "tfrecord", ".tfr": "tfrecord", ".tar": "tar"}
+
+
+def write_index(directory: str | os.PathLike, name: str = "index.txt", format: str | None = None) -> str:
+    """Writes the index of the shards in `directory` (every .tfrecord/.tfrecords/
+    .tfr/.tar file, or those of `format`): "name size crc32c samples" per
+    line, atomically.  Returns its path."""
+    directory = os.fspath(directory)
+    rows = []
+    for f in sorted(os.listdir(directory)):
+        kind = _SHARD_EXTS.get(os.path.splitext(f)[1])
+        if kind is None or (format is not None and kind != format) or f.startswith("."):
+            continue
+        rows.append(N.lib.describe_shard(os.path.join(directory, f), kind))
+    if not rows:
+        raise FileNotFoundError(f"write_index: no .tfrecord or .tar shards in {directory}")
+    path = os.path.join(directory, name)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as out:
+        out.write(N.lib.format_shard_index(rows))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+class StreamingDataset(NativeDataset):
+    """StreamingDataset(remote, local, max_bytes, mode="growing", *,
+    features=None, fields=None, shards=None, index="index.txt",
+    eviction="oldest", fetchers=2, prefetch=4, shuffle_window=4, min_shards=1,
+    fetch_seed=0, wait_timeout=None, on_error="raise", attempts=5,
+    backoff_s=0.1, max_backoff_s=5.0, connect_timeout_s=10.0,
+    stall_timeout_s=30.0)
+
+    remote: the store (a directory, file://..., http(s)://...).  local: the
+    cache directory.  max_bytes: its budget (complete and downloading
+    shards).  features= (TFRecord shards: name -> (dtype, shape)) or
+    fields= (tar shards, as stoker.io.TarShardDataset; None infers them).
+    mode: "growing" (each epoch: the shards cached when it begins, at least
+    min_shards, waiting for them; wait_timeout= seconds gives up) or "full"
+    (each epoch: every shard, streamed; needs the samples column in the index).
+    An epoch's samples come shard by shard: shards shuffled, and the samples of
+    shuffle_window shards at a time shuffled together (stoker.DataLoader uses
+    this order; its seed= and set_epoch() drive it).  The constructor returns
+    once the first epoch's shards are there."""
+
+    def __init__(self, remote: str | os.PathLike, local: str | os.PathLike, max_bytes: int, mode: str = "growing", *,
+                 features: Mapping[str, tuple] | None = None, fields: Mapping[str, Any] | None = None,
+                 shards=None, index: str = "index.txt", eviction: str = "oldest", fetchers: int = 2,
+                 prefetch: int = 4, shuffle_window: int = 4, min_shards: int = 1, fetch_seed: int = 0,
+                 wait_timeout: float | None = None, on_error: str = "raise", attempts: int = 5,
+                 backoff_s: float = 0.1, max_backoff_s: float = 5.0, connect_timeout_s: float = 10.0,
+                 stall_timeout_s: float = 30.0):
+        _check_choice("mode", mode, ("growing", "full"))
+        _check_choice("eviction", eviction, ("oldest", "lru"))
+        _check_choice("on_error", on_error, ("raise", "skip"))
+        if features is not None and fields is not None:
+            raise ValueError("StreamingDataset: features= is for TFRecord shards, fields= for tar shards: give one")
+        if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
+            raise ValueError(f"StreamingDataset: max_bytes should be a positive int (bytes), got {max_bytes!r}")
+        for name, v in (("fetchers", fetchers), ("prefetch", prefetch), ("shuffle_window", shuffle_window),
+                        ("min_shards", min_shards)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "prefetch" else 1):
+                raise ValueError(f"StreamingDataset: {name} should be an int >= {0 if name == 'prefetch' else 1}, "
+                                 f"got {v!r}")
+        fmt = "tfrecord" if features is not None else "tar"
+        feats = _feature_specs(features, "StreamingDataset") if features is not None else []
+        decls = _tar_decls(fields, "StreamingDataset")
+        shard_rows = None if shards is None else [tuple(s) for s in shards]
+        self._args = (os.fspath(remote), os.fspath(local), max_bytes, mode)
+        self._native = N.lib.StreamingDataset.open(
+            os.fspath(remote), os.fspath(local), int(max_bytes), mode, eviction, shard_rows, index, fmt, feats, decls,
+            on_error, fetchers, prefetch, shuffle_window, min_shards, int(fetch_seed),
+            float(wait_timeout or 0), int(attempts), float(backoff_s), float(max_backoff_s),
+            float(connect_timeout_s), float(stall_timeout_s))
+
+    def __repr__(self):
+        return f"stoker.cache.StreamingDataset({self._native.describe()}, {len(self)} samples this epoch)"
+
+    def __reduce__(self):
+        raise TypeError("a StreamingDataset cannot be pickled: it is read by stoker's threads in the process that "
+                        "opened it (use stoker.DataLoader without a Python collate_fn, or num_workers=0)")
+
+    @property
+    def mode(self) -> str:
+        return self._native.mode
+
+    @property
+    def epoch_shards(self) -> list[str]:
+        """The current epoch's shards (index order)."""
+        return list(self._native.epoch_shards)
+
+    @property
+    def remote_shards(self) -> list[tuple]:
+        """(name, size, crc32c, samples) of every shard on the store."""
+        return list(self._native.remote_shards)
+
+    def begin_epoch(self, epoch: int, shards: list[str] | None = None) -> None:
+        """Starts epoch `epoch` (the sampler does this): a new snapshot of the
+        cached shards, or exactly `shards` (downloaded if need be)."""
+        if shards is not None:
+            self._native.use_shards(list(shards))
+        self._native.begin_epoch(int(epoch))
+
+    def stats(self) -> dict:
+        """Cached bytes and shards, hit rate, fetch throughput, bytes in flight,
+        evictions, the fraction of the remote dataset seen, fetch errors."""
+        return self._native.stats()
+
+    def close(self) -> None:
+        """Stops the fetcher threads (cached shards stay readable)."""
+        self._native.close()
+
+    def sampler(self, shuffle: bool = False, seed: int = 0, rank: int = 0, world_size: int = 1,
+                pad: bool = True) -> "StreamingSampler":
+        return StreamingSampler(self, shuffle, seed, rank, world_size, pad)
+
+
+def streaming_source(dataset):
+    """The StreamingDataset under `dataset` (through native transforms and
+    MappedDataset), or None."""
+    from stoker.io import MappedDataset
+    seen = 0
+    while dataset is not None and seen < 16:
+        if isinstance(dataset, StreamingDataset):
+            return dataset
+        if isinstance(dataset, MappedDataset):
+            dataset = dataset.base
+        elif isinstance(dataset, NativeDataset) and getattr(dataset, "_args", None) and \
+                isinstance(dataset._args[0], NativeDataset):
+            dataset = dataset._args[0]  # a native transform over it
+        else:
+            return None
+        seen += 1
+    return None
+
+
+class StreamingSampler(_SamplerBase):
+    """The order of a StreamingDataset's epochs (stoker.DataLoader makes one):
+    each pass begins an epoch of the dataset (its snapshot), then yields this
+    rank's part of the shard-by-shard order drawn from (seed, epoch).  The
+    epoch is set_epoch()'s, or one more than the last pass's.  With several
+    ranks under torch.distributed, a growing dataset's epoch is rank 0's
+    snapshot (broadcast), so every rank reads the same samples."""
+
+    def __init__(self, dataset: StreamingDataset, shuffle: bool = False, seed: int = 0, rank: int = 0,
+                 world_size: int = 1, pad: bool = True):
+        self.dataset = dataset
+        self.shuffle, self.seed, self.rank, self.world_size, self.pad = bool(shuffle), int(seed), rank, world_size, pad
+        self.epoch = 0
+        self._explicit = False
+        self._replay = None
+        self._current = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+        self._explicit = True
+
+    def __len__(self) -> int:
+        n = len(self.dataset)
+        return math.ceil(n / self.world_size) if self.pad else n // self.world_size
+
+    def _stoker_state(self):
+        """What a resumed run needs to repeat the current epoch."""
+        return self._current
+
+    def _stoker_load_state(self, state) -> None:
+        self._replay = state
+
+    def __iter__(self) -> Iterator[int]:
+        epoch = self.epoch
+        if not self._explicit:
+            self.epoch += 1
+        self._explicit = False
+        ds = self.dataset
+        native = ds._native
+        replay, self._replay = self._replay, None
+        if replay is not None:
+            epoch = replay["epoch"]
+            if replay.get("shards") is not None:
+                native.use_shards(list(replay["shards"]))
+            native.begin_epoch(epoch)
+        elif ds.mode == "growing" and self.world_size > 1:
+            self._begin_agreed(native, epoch)
+        else:
+            native.begin_epoch(epoch)
+        self._current = {"epoch": epoch, "shards": list(native.epoch_shards) if ds.mode == "growing" else None}
+        order = np.frombuffer(native.order(epoch, self.shuffle, self.seed, self.rank, self.world_size, self.pad),
+                              dtype=np.int64)
+        yield from order.tolist()
+
+    def _begin_agreed(self, native, epoch):
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError("a growing StreamingDataset read by several ranks needs torch.distributed initialized: "
+                               "rank 0's snapshot of the cache is broadcast so that every rank reads the same "
+                               "samples (or use mode='full')")
+        box = [None]
+        if self.rank == 0:
+            native.begin_epoch(epoch)
+            box[0] = list(native.epoch_shards)
+        dist.broadcast_object_list(box, src=0)
+        if self.rank != 0:
+            native.use_shards(box[0])
+            native.begin_epoch(epoch)

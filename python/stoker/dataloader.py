@@ -93,7 +93,16 @@ class DataLoader(torch.utils.data.DataLoader):
             raise ValueError("timeout option should be non-negative")
         from stoker.distributed import rank_and_world_size
         self.rank, self.world_size = rank_and_world_size() if distributed else (0, 1)
-        if distributed and not isinstance(dataset, IterableDataset):
+        from stoker.cache import streaming_source
+        stream = streaming_source(dataset)
+        if stream is not None and sampler is None and batch_sampler is None:
+            # A streaming dataset's epochs come shard by shard, in its order.
+            if even_split not in ("pad", "drop"):
+                raise ValueError(f"even_split should be 'pad' or 'drop', but got {even_split!r}")
+            sampler = stream.sampler(shuffle=bool(shuffle), seed=seed, rank=self.rank, world_size=self.world_size,
+                                     pad=even_split == "pad")
+            shuffle = None
+        elif distributed and not isinstance(dataset, IterableDataset):
             if sampler is not None or batch_sampler is not None:
                 raise ValueError("distributed=True builds the sampler: pass no sampler or batch_sampler "
                                  "(or pass your DistributedSampler without distributed=True)")
@@ -532,8 +541,12 @@ class _StokerIter(_BaseDataLoaderIter):
         return self._shutdown and not self._persistent_workers
 
     def resume_state(self) -> dict:
+        rng = self._epoch_rng
+        loader = self._loader_ref()
+        if loader is not None and hasattr(loader.sampler, "_stoker_state"):
+            rng = dict(rng, stream=loader.sampler._stoker_state())  # a streaming dataset's epoch
         state = {"version": DataLoader._STATE_VERSION, "epoch": getattr(self._loader_ref(), "_epoch", None),
-                 "rng": self._epoch_rng, "base_seed": int(self._base_seed), "num_workers": self._num_workers,
+                 "rng": rng, "base_seed": int(self._base_seed), "num_workers": self._num_workers,
                  "iterable": self._is_iterable, "rank": self._rank, "world_size": self._world_size,
                  "delivered_extra": []}
         if self._is_iterable:
@@ -663,6 +676,8 @@ def _rng_snapshot(loader) -> dict:
 
 def _rng_restore(loader, snap: dict):
     (loader.generator if loader.generator is not None else torch.default_generator).set_state(snap["generator"])
+    if snap.get("stream") is not None and hasattr(loader.sampler, "_stoker_load_state"):
+        loader.sampler._stoker_load_state(snap["stream"])  # the epoch's shards, to read the same ones
     samplers = [loader.sampler, getattr(loader.batch_sampler, "sampler", None)]
     for i, sm in enumerate(samplers):
         g = getattr(sm, "generator", None)

@@ -65,6 +65,41 @@ def _check_choice(name, value, choices):
         raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}")
 
 
+def _feature_specs(features, what: str) -> list[tuple]:
+    """TFRecord features {name: (dtype, shape)} as [(name, dtype name, shape)]."""
+    if not isinstance(features, Mapping) or not features:
+        raise ValueError(f"{what}: features must be a dict name -> (dtype, shape), e.g. "
+                         "{'x': ('float32', (1000,)), 'y': ('int64', ())}")
+    feats = []
+    for name, spec in features.items():
+        try:
+            dtype, shape = spec
+            shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}: feature {name!r}: expected (dtype, shape), got {spec!r}") from None
+        feats.append((str(name), np.dtype(dtype).name, list(shape)))
+    return feats
+
+
+def _tar_decls(fields, what: str) -> list[tuple]:
+    """Tar fields {ext: "npy" | "int" | "bytes" | (dtype, shape)} as
+    [(ext, kind, dtype name, shape)]; None: [] (inferred)."""
+    decls = []
+    for ext, spec in (fields or {}).items():
+        if isinstance(spec, str):
+            _check_choice(f"fields[{ext!r}]", spec, ("npy", "int", "bytes"))
+            decls.append((str(ext), spec, "", []))
+        else:
+            try:
+                dtype, shape = spec
+                shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+            except (TypeError, ValueError):
+                raise ValueError(f"{what}: field {ext!r}: expected 'npy', 'int', 'bytes' or "
+                                 f"(dtype, shape), got {spec!r}") from None
+            decls.append((str(ext), "raw", np.dtype(dtype).name, list(shape)))
+    return decls
+
+
 class NativeDataset(_Base):
     """Base of the datasets stoker reads natively."""
 
@@ -184,17 +219,7 @@ class TFRecordDataset(NativeDataset):
         _check_choice("io", io, _IO_MODES)
         _check_choice("on_error", on_error, ("raise", "skip"))
         files = _paths(paths, "TFRecordDataset")
-        if not isinstance(features, Mapping) or not features:
-            raise ValueError("TFRecordDataset: features must be a dict name -> (dtype, shape), e.g. "
-                             "{'x': ('float32', (1000,)), 'y': ('int64', ())}")
-        feats = []
-        for name, spec in features.items():
-            try:
-                dtype, shape = spec
-                shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
-            except (TypeError, ValueError):
-                raise ValueError(f"TFRecordDataset: feature {name!r}: expected (dtype, shape), got {spec!r}") from None
-            feats.append((str(name), np.dtype(dtype).name, list(shape)))
+        feats = _feature_specs(features, "TFRecordDataset")
         idx = "" if index_dir is None else os.fspath(index_dir)
         self._args = (files, dict(features), index_dir, verify_crc, io, on_error)
         self._native = N.lib.NativeDataset.open_tfrecord(files, feats, idx, bool(verify_crc), io, on_error)
@@ -222,19 +247,7 @@ class TarShardDataset(NativeDataset):
         _check_choice("io", io, _IO_MODES)
         _check_choice("on_error", on_error, ("raise", "skip"))
         files = _paths(paths, "TarShardDataset")
-        decls = []
-        for ext, spec in (fields or {}).items():
-            if isinstance(spec, str):
-                _check_choice(f"fields[{ext!r}]", spec, ("npy", "int", "bytes"))
-                decls.append((str(ext), spec, "", []))
-            else:
-                try:
-                    dtype, shape = spec
-                    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
-                except (TypeError, ValueError):
-                    raise ValueError(f"TarShardDataset: field {ext!r}: expected 'npy', 'int', 'bytes' or "
-                                     f"(dtype, shape), got {spec!r}") from None
-                decls.append((str(ext), "raw", np.dtype(dtype).name, list(shape)))
+        decls = _tar_decls(fields, "TarShardDataset")
         self._args = (files, None if fields is None else dict(fields), io, on_error)
         self._native = N.lib.NativeDataset.open_tar(files, decls, io, on_error)
 

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
+#include <set>
 
 #include "io/crc32c.h"
 
@@ -39,7 +39,9 @@ Result<UniqueFd> LockFile(const std::string& path, int op) {
   return fd;
 }
 
-Result<uint32_t> FileCrc(int fd, uint64_t size, const std::string& path) {
+}  // namespace
+
+Result<uint32_t> FileCrc32c(int fd, uint64_t size, const std::string& path) {
   std::vector<uint8_t> buf(1 << 20);
   uint32_t crc = 0;
   for (uint64_t at = 0; at < size;) {
@@ -52,48 +54,29 @@ Result<uint32_t> FileCrc(int fd, uint64_t size, const std::string& path) {
   return crc;
 }
 
-bool SafeName(const std::string& n) {
+bool IsPlainShardName(const std::string& n) {
   return !n.empty() && n.find('/') == std::string::npos && n != "." && n != ".." && n[0] != '.' &&
          !EndsWith(n, ".part") && !EndsWith(n, ".lock") && !EndsWith(n, ".reserve");
 }
 
-}  // namespace
+namespace {
 
-Result<std::vector<ShardInfo>> ParseShardIndex(const std::string& text, const std::string& where) {
-  std::vector<ShardInfo> out;
-  std::istringstream in(text);
-  std::string line;
-  for (int no = 1; std::getline(in, line); ++no) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream f(line);
-    ShardInfo s;
-    std::string crc;
-    if (!(f >> s.name >> s.size))
-      return Status::InvalidArgument(where + " line " + std::to_string(no) + ": expected 'name size [crc32c]', got '" +
-                                     line + "'");
-    if (!SafeName(s.name))
-      return Status::InvalidArgument(where + " line " + std::to_string(no) + ": shard name '" + s.name +
-                                     "' must be a plain file name");
-    if (f >> crc) {
-      char* end = nullptr;
-      const unsigned long v = std::strtoul(crc.c_str(), &end, 16);
-      if (crc.size() != 8 || *end) return Status::InvalidArgument(where + " line " + std::to_string(no) +
-                                                                 ": crc32c '" + crc + "' is not 8 hex digits");
-      s.crc32c = static_cast<uint32_t>(v);
-      s.has_crc = true;
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
+// Whether the process downloading shard `base` is alive: it holds the
+// shard's lock file.  (One that died left its lock free.)
+bool DownloaderAlive(const std::string& lock_path) {
+  UniqueFd lfd(open(lock_path.c_str(), O_RDONLY | O_CLOEXEC));
+  return lfd.valid() && Flock(lfd.get(), LOCK_EX | LOCK_NB) != 0;
 }
 
-Result<std::unique_ptr<ShardCache>> ShardCache::Open(const std::string& dir, uint64_t max_bytes) {
+}  // namespace
+
+Result<std::unique_ptr<ShardCache>> ShardCache::Open(const std::string& dir, uint64_t max_bytes, EvictionOrder order) {
   if (max_bytes == 0) return Status::InvalidArgument("ShardCache: max_bytes must be > 0");
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::IOError("mkdir " + dir, errno);
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Status::InvalidArgument("ShardCache: " + dir + " is not a directory");
-  return std::unique_ptr<ShardCache>(new ShardCache(dir, max_bytes));
+  return std::unique_ptr<ShardCache>(new ShardCache(dir, max_bytes, order));
 }
 
 bool ShardCache::IsCached(const ShardInfo& shard) const {
@@ -105,28 +88,36 @@ Result<uint64_t> ShardCache::UsedBytes() const {
   DIR* d = opendir(dir_.c_str());
   if (!d) return Status::IOError("opendir " + dir_, errno);
   uint64_t used = 0;
+  std::vector<std::pair<std::string, uint64_t>> parts;
+  std::set<std::string> reserved;
   while (dirent* e = readdir(d)) {
     const std::string n = e->d_name;
-    if (n[0] == '.' || EndsWith(n, ".lock") || EndsWith(n, ".part")) continue;
+    if (n[0] == '.' || EndsWith(n, ".lock")) continue;
     struct stat st {};
-    if (stat(Path(n).c_str(), &st) != 0) continue;  // evicted meanwhile
-    if (EndsWith(n, ".reserve")) {
+    if (stat(Path(n).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // evicted meanwhile
+    if (EndsWith(n, ".part")) {
+      parts.emplace_back(n.substr(0, n.size() - 5), static_cast<uint64_t>(st.st_size));
+    } else if (EndsWith(n, ".reserve")) {
       // A reservation counts while its downloader lives (holds the shard's
       // lock); one left by a crashed process is dropped.
-      const std::string lock = Path(n.substr(0, n.size() - 8)) + ".lock";
-      UniqueFd lfd(open(lock.c_str(), O_RDONLY | O_CLOEXEC));
-      if (!lfd.valid() || Flock(lfd.get(), LOCK_EX | LOCK_NB) == 0) {
+      const std::string base = n.substr(0, n.size() - 8);
+      if (!DownloaderAlive(Path(base) + ".lock")) {
         unlink(Path(n).c_str());
         continue;
       }
       char buf[32] = {0};
       UniqueFd fd(open(Path(n).c_str(), O_RDONLY | O_CLOEXEC));
       if (fd.valid() && read(fd.get(), buf, sizeof buf - 1) > 0) used += std::strtoull(buf, nullptr, 10);
+      reserved.insert(base);
     } else {
       used += static_cast<uint64_t>(st.st_size);
     }
   }
   closedir(d);
+  // A part being downloaded is inside its reservation; one a dead process
+  // left counts for its size.
+  for (const auto& [base, bytes] : parts)
+    if (!reserved.count(base)) used += bytes;
   return used;
 }
 
@@ -138,16 +129,21 @@ Status ShardCache::Reserve(const ShardInfo& shard) {
   STOKER_ASSIGN_OR_RETURN(UniqueFd dirlock, LockFile(dir_ + "/.stoker-cache.lock", LOCK_EX));
   STOKER_ASSIGN_OR_RETURN(uint64_t used, UsedBytes());
   if (used + shard.size > max_bytes_) {
-    // Least recently used first (atime, set when a shard is pinned).
+    // Least recently used first (atime, set when a shard is pinned and when
+    // a reader is done with it), or oldest first (mtime: when it was written).
     std::vector<std::pair<int64_t, std::string>> cand;
     DIR* d = opendir(dir_.c_str());
     if (!d) return Status::IOError("opendir " + dir_, errno);
     while (dirent* e = readdir(d)) {
       const std::string n = e->d_name;
-      if (!SafeName(n)) continue;
+      const bool part = EndsWith(n, ".part") && n != shard.name + ".part";
+      if (!IsPlainShardName(n) && !part) continue;
       struct stat st {};
-      if (stat(Path(n).c_str(), &st) == 0 && S_ISREG(st.st_mode))
-        cand.emplace_back(st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec, n);
+      if (stat(Path(n).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (part && DownloaderAlive(Path(n.substr(0, n.size() - 5)) + ".lock")) continue;
+      // A dead process's part goes first; then by last use or by age.
+      const timespec t = part ? timespec{0, 0} : order_ == EvictionOrder::kOldest ? st.st_mtim : st.st_atim;
+      cand.emplace_back(t.tv_sec * 1000000000LL + t.tv_nsec, n);
     }
     closedir(d);
     std::sort(cand.begin(), cand.end());
@@ -160,7 +156,7 @@ Status ShardCache::Reserve(const ShardInfo& shard) {
       if (fstat(fd.get(), &st) != 0) continue;
       if (unlink(Path(n).c_str()) == 0) {
         used -= std::min<uint64_t>(used, static_cast<uint64_t>(st.st_size));
-        ++evictions_;
+        if (!EndsWith(n, ".part")) ++evictions_;
       }
     }
     if (used + shard.size > max_bytes_)
@@ -192,7 +188,7 @@ Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
     bytes_downloaded_ += store.bytes_received() - before;
     if (!s.ok()) return Status::FromCode(s.code(), "shard " + shard.name + ": " + s.message());
     if (shard.has_crc) {
-      STOKER_ASSIGN_OR_RETURN(uint32_t crc, FileCrc(fd.get(), shard.size, part));
+      STOKER_ASSIGN_OR_RETURN(uint32_t crc, FileCrc32c(fd.get(), shard.size, part));
       if (crc != shard.crc32c) {
         unlink(part.c_str());
         if (resumed) continue;  // a crash may have left bad bytes in the part: once more from scratch
@@ -219,6 +215,12 @@ Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
   return Status::Internal("unreachable");
 }
 
+void ShardCache::MarkUsed(const Pin& pin) {
+  if (!pin.valid()) return;
+  const timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
+  futimens(pin.fd_.get(), times);
+}
+
 Result<ShardCache::Pin> ShardCache::PinCached(const ShardInfo& shard) {
   Pin p;
   p.path_ = Path(shard.name);
@@ -228,13 +230,12 @@ Result<ShardCache::Pin> ShardCache::PinCached(const ShardInfo& shard) {
   struct stat st {};
   if (fstat(p.fd_.get(), &st) != 0 || st.st_nlink == 0 || static_cast<uint64_t>(st.st_size) != shard.size)
     return Status::InvalidArgument("shard " + shard.name + " is not in the cache " + dir_ + " (evicted)");
-  const timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};  // atime: recently used
-  futimens(p.fd_.get(), times);
+  MarkUsed(p);  // atime: recently used
   return p;
 }
 
 Result<ShardCache::Pin> ShardCache::Fetch(Store& store, const ShardInfo& shard) {
-  if (!SafeName(shard.name)) return Status::InvalidArgument("shard name '" + shard.name + "' must be a plain file name");
+  if (!IsPlainShardName(shard.name)) return Status::InvalidArgument("shard name '" + shard.name + "' must be a plain file name");
   Result<Pin> hit = PinCached(shard);
   if (hit.ok()) {
     ++hits_;

@@ -6,9 +6,11 @@
 //     renamed into place: a reader never sees half a shard;
 //   - one process downloads a shard, the others wait on its lock file and
 //     then find it (no double download);
-//   - before a download, least recently used shards are evicted until the
-//     cached and in-progress bytes plus the new shard fit max_bytes; a shard
-//     a reader has pinned (shared flock) is never evicted.
+//   - before a download, shards are evicted (least recently used, or oldest
+//     downloaded first) until the cached and in-progress bytes plus the new
+//     shard fit max_bytes; a shard a reader has pinned (shared flock) is
+//     never evicted.  A .part left by a process that died counts against
+//     max_bytes until it is resumed or evicted (oldest first).
 // Layout of the directory: <name> (complete), <name>.part (downloading),
 // <name>.reserve (bytes reserved for a download), <name>.lock, .stoker-cache.lock.
 #ifndef STOKER_CACHE_SHARD_CACHE_H_
@@ -21,25 +23,21 @@
 #include <vector>
 
 #include "core/unique_fd.h"
+#include "stoker/shard_index.h"
 #include "stoker/store.h"
+#include "stoker/streaming.h"  // EvictionOrder
 
 namespace stoker {
 
-struct ShardInfo {
-  std::string name;
-  uint64_t size = 0;
-  uint32_t crc32c = 0;
-  bool has_crc = false;
-};
-
-// An index file: one shard per line, "name size [crc32c as 8 hex digits]";
-// blank lines and lines starting with '#' are skipped.  Errors name `where`
-// and the line.
-Result<std::vector<ShardInfo>> ParseShardIndex(const std::string& text, const std::string& where);
+// A shard name that is a plain file name and none of the cache's own.
+bool IsPlainShardName(const std::string& name);
+// CRC-32C of the first `size` bytes of `fd` (`path` for messages).
+Result<uint32_t> FileCrc32c(int fd, uint64_t size, const std::string& path);
 
 class ShardCache {
  public:
-  static Result<std::unique_ptr<ShardCache>> Open(const std::string& dir, uint64_t max_bytes);
+  static Result<std::unique_ptr<ShardCache>> Open(const std::string& dir, uint64_t max_bytes,
+                                                  EvictionOrder order = EvictionOrder::kLeastRecentlyUsed);
 
   // A shard held by a reader: never evicted while the Pin lives.
   class Pin {
@@ -59,6 +57,8 @@ class ShardCache {
   // Pins a cached shard; NotFound-like InvalidArgument when it is not cached.
   Result<Pin> PinCached(const ShardInfo& shard);
   bool IsCached(const ShardInfo& shard) const;
+  // Marks the pinned shard as used now (least-recently-used eviction).
+  static void MarkUsed(const Pin& pin);
   // Bytes of complete shards plus reservations of downloads in progress.
   Result<uint64_t> UsedBytes() const;
 
@@ -70,7 +70,8 @@ class ShardCache {
   uint64_t bytes_downloaded() const { return bytes_downloaded_; }
 
  private:
-  ShardCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+  ShardCache(std::string dir, uint64_t max_bytes, EvictionOrder order)
+      : dir_(std::move(dir)), max_bytes_(max_bytes), order_(order) {}
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
   // Under the directory lock: evicts until `need` more bytes fit; reserves them.
   Status Reserve(const ShardInfo& shard);
@@ -78,6 +79,7 @@ class ShardCache {
   Status Download(Store& store, const ShardInfo& shard, Pin* pin);
   std::string dir_;
   uint64_t max_bytes_;
+  EvictionOrder order_;
   std::atomic<uint64_t> downloads_{0}, hits_{0}, evictions_{0}, bytes_downloaded_{0};
 };
 

@@ -18,17 +18,9 @@
 #include "io/file_reader.h"
 #include "io/tar_file.h"
 #include "stoker/native_dataset.h"
+#include "stoker/tar_fields.h"
 
 namespace stoker {
-
-enum class TarFieldKind : uint8_t { kNpy, kRaw, kInt, kBytes };
-
-struct TarFieldDecl {
-  std::string ext;
-  TarFieldKind kind = TarFieldKind::kBytes;
-  ElementType dtype = ElementType::kUInt8;  // kRaw
-  std::vector<int64_t> shape;               // kRaw
-};
 
 struct TarShardOptions {
   IoMode io = IoMode::kPread;

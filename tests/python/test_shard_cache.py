@@ -39,7 +39,7 @@ def server(shards, tmp_path_factory):
 
 
 def index_of(store):
-    return {name: (size, crc) for name, size, crc in parse_shard_index(store.read_all("index.txt"), "index.txt")}
+    return {name: (size, crc) for name, size, crc, _samples in parse_shard_index(store.read_all("index.txt"), "index.txt")}
 
 
 def test_fetch_once_then_hits(server, shards, tmp_path):
@@ -119,7 +119,7 @@ def test_two_processes_share_one_cache_directory(server, shards, tmp_path):
         store = Store({server.url!r})
         idx = parse_shard_index(store.read_all("index.txt"), "index.txt")
         cache = ShardCache({str(tmp_path / "shared")!r}, 64 << 20)
-        for name, size, crc in idx:
+        for name, size, crc, _samples in idx:
             cache.fetch(store, name, size, crc).release()
         print(cache.downloads)
     """)

@@ -1,0 +1,125 @@
+// stoker::StreamingDataset: a dataset of TFRecord or tar shards on a remote
+// store (stoker::Store: a directory or HTTP(S)), read through a local cache
+// directory under a byte budget while background fetcher threads download
+// shards into it.
+//
+// Modes:
+//   kGrowing  each epoch is the shards fully cached when it begins (the
+//             first waits for min_shards); the fetchers keep downloading
+//             while it runs, and once the cache is full they evict shards
+//             the readers are done with (oldest or least recently used) to
+//             make room for new ones, so the local set turns over the whole
+//             remote dataset;
+//   kFull     each epoch is the whole remote dataset: shards not cached are
+//             fetched as the readers reach them, `prefetch` shards ahead.
+//
+// Order: an epoch's samples come shard by shard (shards shuffled, and the
+// samples of `shuffle_window` shards at a time shuffled together), so a
+// shard is read in a short stretch of the epoch; it stays pinned (never
+// evicted) from the epoch's start (kGrowing) or its download (kFull) until
+// its last sample of the epoch has been read.  Ranks take contiguous parts
+// of the epoch's order, padded or cut to equal length.
+//
+// Shareable: the loaders of one node (ranks) may use one cache directory;
+// a shard is downloaded once (file locks), and a process that dies mid-
+// download leaves nothing another cannot resume or evict.
+//
+// Read in the process that opened it (by threads); a forked child gets an
+// error instead of a hang.
+#ifndef STOKER_STREAMING_H_
+#define STOKER_STREAMING_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stoker/native_dataset.h"
+#include "stoker/shard_index.h"
+#include "stoker/status.h"
+#include "stoker/store.h"
+#include "stoker/tar_fields.h"
+
+namespace stoker {
+
+enum class StreamingMode : uint8_t { kGrowing = 0, kFull = 1 };
+// Which shards the cache gives up first when it needs room.
+enum class EvictionOrder : uint8_t { kLeastRecentlyUsed = 0, kOldest = 1 };
+
+struct StreamingOptions {
+  std::string remote;                   // the store: a directory, file://..., http(s)://...
+  std::string local;                    // the cache directory (created if missing)
+  uint64_t max_bytes = 0;               // the cache's budget, for complete and downloading shards
+  StreamingMode mode = StreamingMode::kGrowing;
+  EvictionOrder eviction = EvictionOrder::kOldest;
+  std::vector<ShardInfo> shards;        // the shards; empty: read from `index` on the store
+  std::string index = "index.txt";      // "name size [crc32c [samples]]" per line (stoker index)
+  ShardFormat format = ShardFormat::kTFRecord;
+  std::vector<FieldSpec> features;      // TFRecord: the features to decode
+  std::vector<TarFieldDecl> tar_fields; // tar: empty: inferred from the first shard
+  OnError on_error = OnError::kRaise;
+  uint32_t fetchers = 2;                // download threads (each with its own connection)
+  uint32_t prefetch = 4;                // kFull: shards fetched ahead of the readers
+  uint32_t shuffle_window = 4;          // shards whose samples are shuffled together
+  uint32_t min_shards = 1;              // kGrowing: an epoch waits for this many cached shards
+  uint64_t fetch_seed = 0;              // kGrowing: the order the fetchers take the remote shards in
+  double wait_timeout_s = 0;            // > 0: waiting longer than this for min_shards is an error
+  StoreOptions store;
+};
+
+struct StreamingStats {
+  uint64_t epoch = 0, epoch_shards = 0, epoch_samples = 0;
+  uint64_t cached_shards = 0, cached_bytes = 0;  // this dataset's shards complete in the cache
+  uint64_t used_bytes = 0, max_bytes = 0;        // the directory: complete, downloading, left by the dead
+  uint64_t hits = 0, downloads = 0;              // shard pins served from the cache / downloaded
+  double hit_rate = 0;                           // hits / (hits + downloads)
+  uint64_t bytes_downloaded = 0;
+  double fetch_seconds = 0;                      // wall time with at least one download running
+  double fetch_bytes_per_s = 0;                  // bytes_downloaded / fetch_seconds
+  uint64_t shards_in_flight = 0, bytes_in_flight = 0;
+  uint64_t evictions = 0;
+  uint64_t remote_shards = 0, remote_bytes = 0;
+  uint64_t seen_shards = 0, seen_bytes = 0;      // shards that have been part of an epoch
+  double fraction_seen = 0;                      // seen_bytes / remote_bytes
+  uint64_t fetch_errors = 0;
+  std::string last_fetch_error;
+};
+
+class StreamingDataset : public NativeDataset {
+ public:
+  // Reads the index, sweeps what dead processes left in the cache, starts
+  // the fetchers; kGrowing waits for the first epoch's min_shards.
+  static Result<std::shared_ptr<StreamingDataset>> Open(const StreamingOptions& options);
+  ~StreamingDataset() override;
+
+  uint64_t size() const override;  // samples in the current epoch
+  const std::vector<FieldSpec>& fields() const override;
+  Status Read(uint64_t index, uint8_t* const* dst) override;
+  Status SampleBytes(uint64_t index, uint64_t* bytes) override;
+  std::string Describe() const override;
+  Status BeginEpoch(uint64_t epoch) override;
+  std::vector<int64_t> Order(const SampleOrder& o) override;
+  void Interrupt() override;
+
+  // kGrowing: the next BeginEpoch takes exactly these shards (downloading
+  // any not cached) instead of what is cached: how the ranks of a job agree
+  // on rank 0's snapshot, and how a resumed run repeats its epoch.
+  void UseShards(std::vector<std::string> names);
+  // The current epoch's shards, in index order.
+  std::vector<std::string> epoch_shards() const;
+  const std::vector<ShardInfo>& remote_shards() const;
+  StreamingMode mode() const;
+  StreamingStats stats() const;
+  // Stops the fetchers (the destructor does too); reads of cached shards go on.
+  void Close();
+
+  struct Impl;
+
+ private:
+  explicit StreamingDataset(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_STREAMING_H_

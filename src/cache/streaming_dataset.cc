@@ -1,0 +1,791 @@
+// StreamingDataset (include/stoker/streaming.h): ShardCache + fetcher
+// threads + one Epoch object per epoch (its shards, where each one's samples
+// sit in the epoch's index space, and each shard's state).
+//
+// A shard of an epoch (a Slot) goes
+//   kWaiting -> kFetching -> kPinned -> kOpen -> kReleased
+// (kGrowing epochs start at kPinned: their shards are cached), or to kFailed
+// with the fetch's error.  kOpen is the readers' fast path (no lock).  A
+// slot is released (closed, unpinned, evictable) once every read the
+// epoch's order has for it is done; a read of a released slot fetches it
+// again.  Locking: mu_ guards the states, the job queues and the fresh pins;
+// a slot's open_mu serialises opening it.
+#include "stoker/streaming.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <climits>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "cache/shard_cache.h"
+#include "core/mix.h"
+#include "io/tar_shard_dataset.h"
+#include "io/tfrecord_dataset.h"
+
+namespace stoker {
+
+namespace {
+
+enum SlotState : int { kWaiting, kFetching, kPinned, kOpen, kReleased, kFailed };
+
+struct Slot {
+  uint32_t shard = 0;  // in the remote list
+  uint64_t first = 0, count = 0;
+  std::atomic<int> state{kWaiting};
+  std::atomic<int64_t> remaining{INT64_MAX};  // reads left in the epoch's order
+  bool demanded = false;
+  ShardCache::Pin pin;
+  std::unique_ptr<NativeDataset> data;
+  std::mutex open_mu;
+  Status error;
+};
+
+struct Epoch {
+  uint64_t number = 0;
+  std::vector<std::unique_ptr<Slot>> slots;  // by position (index order of their shards)
+  std::vector<uint64_t> firsts{0};           // prefix sums of counts
+  std::vector<uint32_t> seq;                 // positions in the order this rank reads them
+  std::vector<uint32_t> seq_of;              // position -> place in seq
+  std::atomic<int64_t> frontier{-1};         // the furthest place in seq read so far
+  std::atomic<bool> reads_started{false};
+  bool ordered = false;
+  uint64_t samples() const { return firsts.back(); }
+  uint32_t PositionOf(uint64_t index) const {
+    return static_cast<uint32_t>(std::upper_bound(firsts.begin(), firsts.end(), index) - firsts.begin()) - 1;
+  }
+};
+
+void Shuffle(std::vector<int64_t>::iterator b, std::vector<int64_t>::iterator e, uint64_t state) {
+  for (uint64_t i = static_cast<uint64_t>(e - b); i > 1; --i) {
+    state = Mix64(state);
+    std::swap(b[i - 1], b[static_cast<int64_t>((static_cast<__uint128_t>(state) * i) >> 64)]);
+  }
+}
+
+bool SameFields(const std::vector<FieldSpec>& a, const std::vector<FieldSpec>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].name != b[i].name || a[i].dtype != b[i].dtype || a[i].shape != b[i].shape || a[i].variable != b[i].variable)
+      return false;
+  return true;
+}
+
+std::string FieldsString(const std::vector<FieldSpec>& f) {
+  std::string s;
+  for (const FieldSpec& x : f)
+    s += (s.empty() ? "" : ", ") + x.name + ": " + DTypeNameOf(x.dtype) + (x.variable ? " (variable)" : ShapeString(x.shape));
+  return "{" + s + "}";
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+struct StreamingDataset::Impl {
+  StreamingOptions o;
+  StreamingDataset* self = nullptr;
+  std::unique_ptr<ShardCache> cache;
+  std::vector<ShardInfo> shards;
+  std::map<std::string, uint32_t> by_name;
+  std::vector<FieldSpec> fields;
+  std::vector<TarFieldDecl> tar_decls;
+  uint64_t max_shard = 0, remote_bytes = 0;
+  pid_t owner = getpid();
+
+  mutable std::mutex mu;
+  std::condition_variable cv;  // any state change: a fetch done, a release, an epoch, a stop
+  std::atomic<std::shared_ptr<Epoch>> cur;
+  std::vector<int64_t> known_count;  // per shard: samples, once known (-1: not yet)
+  std::map<uint32_t, ShardCache::Pin> fresh;  // kGrowing: fetched, pinned until an epoch takes them
+  std::vector<bool> in_flight, failed_for_good, seen;
+  std::vector<uint32_t> fetch_order;
+  size_t fetch_cursor = 0;
+  std::vector<std::string> use_next;  // UseShards
+  bool use_pending = false;
+  bool stop = false;
+  uint64_t interrupts = 0;
+  std::vector<std::thread> threads;
+
+  // Stats (under mu).
+  uint64_t fetch_errors = 0, consecutive_failures = 0, snapshot_hits = 0;
+  std::string last_error;
+  int downloading = 0;
+  uint64_t bytes_in_flight = 0;
+  double busy_since = 0, busy_s = 0;
+
+  std::string Describe() const {
+    return std::string(o.mode == StreamingMode::kFull ? "streaming (full)" : "streaming (growing)") + " dataset " +
+           o.remote + " cached in " + o.local;
+  }
+
+  // ---- shards -------------------------------------------------------------
+
+  Result<std::unique_ptr<NativeDataset>> OpenShard(uint32_t shard, const std::string& path) {
+    std::unique_ptr<NativeDataset> d;
+    if (o.format == ShardFormat::kTFRecord) {
+      TFRecordOptions to;
+      to.index_dir = o.local + "/.stoker-index";
+      to.on_error = o.on_error;
+      STOKER_ASSIGN_OR_RETURN(auto t, TFRecordDataset::Open({path}, o.features, to));
+      d = std::move(t);
+    } else {
+      TarShardOptions to;
+      to.on_error = o.on_error;
+      STOKER_ASSIGN_OR_RETURN(auto t, TarShardDataset::Open({path}, tar_decls, to));
+      std::lock_guard<std::mutex> g(mu);
+      if (tar_decls.empty()) {  // the first shard opened says what the fields are
+        tar_decls = t->decls();
+        fields = t->fields();
+      }
+      d = std::move(t);
+    }
+    if (!SameFields(d->fields(), fields))
+      return Status::DataLoss("shard " + shards[shard].name + " has fields " + FieldsString(d->fields()) +
+                              ", the dataset's are " + FieldsString(fields));
+    for (uint64_t i = 0; i < d->skipped(); ++i) self->CountSkipped(Status::DataLoss(d->last_skipped()));
+    const uint64_t n = d->size(), want = shards[shard].samples;
+    if (shards[shard].has_samples && n != want && o.on_error == OnError::kRaise)
+      return Status::DataLoss("shard " + shards[shard].name + " has " + std::to_string(n) + " samples, the index says " +
+                              std::to_string(want) + " (the index is stale: write it again with `stoker index`)");
+    std::lock_guard<std::mutex> g(mu);
+    known_count[shard] = static_cast<int64_t>(n);
+    return d;
+  }
+
+  // Opens a pinned slot (once); the readers' fast path starts here.
+  Status EnsureOpen(Slot& s) {
+    std::lock_guard<std::mutex> g(s.open_mu);
+    if (s.state.load() == kOpen) return Status::OK();
+    Result<std::unique_ptr<NativeDataset>> d = OpenShard(s.shard, s.pin.path());
+    if (!d.ok()) {
+      std::lock_guard<std::mutex> l(mu);
+      s.error = d.status();
+      s.state = kFailed;
+      cv.notify_all();
+      return s.error;
+    }
+    s.data = std::move(d).value();
+    s.state = kOpen;
+    return Status::OK();
+  }
+
+  // Under mu: closes and unpins a slot the epoch is done with.
+  void ReleaseLocked(Slot& s) {
+    const int st = s.state.load();
+    if (st != kOpen && st != kPinned) return;
+    s.data.reset();
+    ShardCache::MarkUsed(s.pin);
+    s.pin = ShardCache::Pin();
+    s.state = kReleased;
+    cv.notify_all();
+  }
+
+  // ---- readers --------------------------------------------------------------
+
+  // The slot of `index` ready to read (opened), waiting for its download.
+  Result<Slot*> Ready(const std::shared_ptr<Epoch>& ep, uint64_t index) {
+    if (getpid() != owner)
+      return Status::InvalidArgument(Describe() + " is read in the process that opened it (by stoker's reader "
+                                     "threads): this is a forked child; use stoker.DataLoader without a Python "
+                                     "collate_fn or transform, or num_workers=0");
+    if (index >= ep->samples())
+      return Status::InvalidArgument("index " + std::to_string(index) + " is out of range for " + Describe() +
+                                     " (epoch " + std::to_string(ep->number) + " has " +
+                                     std::to_string(ep->samples()) + " samples)");
+    const uint32_t pos = ep->PositionOf(index);
+    Slot& s = *ep->slots[pos];
+    ep->reads_started = true;
+    if (!ep->seq_of.empty() && ep->seq_of[pos] != UINT32_MAX) {
+      const int64_t place = ep->seq_of[pos];
+      int64_t f = ep->frontier.load();
+      while (place > f && !ep->frontier.compare_exchange_weak(f, place)) {
+      }
+      if (place > f && o.mode == StreamingMode::kFull) cv.notify_all();  // the prefetch window moved
+    }
+    if (s.state.load(std::memory_order_acquire) == kOpen) return &s;
+    std::unique_lock<std::mutex> l(mu);
+    const uint64_t gen = interrupts;
+    for (;;) {
+      const int st = s.state.load();
+      if (st == kOpen) return &s;
+      if (st == kFailed) return s.error;
+      if (st == kPinned) {
+        l.unlock();
+        STOKER_RETURN_IF_ERROR(EnsureOpen(s));
+        return &s;
+      }
+      if (st == kReleased) s.state = kWaiting;  // read again after its release: fetch it again
+      if (!s.demanded) {  // a reader waits for it: fetched before anything speculative
+        s.demanded = true;
+        cv.notify_all();
+      }
+      if (stop) return Status::Cancelled(Describe() + " is closed");
+      if (interrupts != gen) return Status::Cancelled("the loader stopped while waiting for shard " + shards[s.shard].name);
+      cv.wait(l);
+    }
+  }
+
+  void DoneReading(Slot& s) {
+    if (s.remaining.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> g(mu);
+      ReleaseLocked(s);
+    }
+  }
+
+  // A slot pinned (downloaded first if need be) and opened, outside the
+  // readers' path (Open learning a tar dataset's fields).
+  Status OpenNow(Slot& s) {
+    std::unique_lock<std::mutex> l(mu);
+    while (s.state.load() < kPinned) {
+      if (stop) return Status::Cancelled(Describe() + " is closed");
+      s.demanded = true;
+      cv.notify_all();
+      cv.wait_for(l, std::chrono::milliseconds(50));
+    }
+    if (s.state.load() == kFailed) return s.error;
+    l.unlock();
+    return EnsureOpen(s);
+  }
+
+  void Shutdown() {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      stop = true;
+      cv.notify_all();
+    }
+    if (getpid() != owner) {
+      // A forked child has none of these threads: leave them be.
+      new std::vector<std::thread>(std::move(threads));
+      return;
+    }
+    for (std::thread& t : threads) t.join();
+    threads.clear();
+  }
+  ~Impl() { Shutdown(); }
+
+  // ---- fetchers -------------------------------------------------------------
+
+  struct Job {
+    std::shared_ptr<Epoch> ep;  // null: a kGrowing background fetch
+    Slot* slot = nullptr;
+    uint32_t shard = 0;
+    bool speculative = false;
+  };
+
+  // Under mu: the next download, or false to wait.
+  bool NextJob(Job* job) {
+    std::shared_ptr<Epoch> ep = cur.load();
+    if (ep) {
+      // Shards a reader (or BeginEpoch) waits for, earliest in the order first.
+      Slot* best = nullptr;
+      uint32_t best_place = UINT32_MAX;
+      for (size_t p = 0; p < ep->slots.size(); ++p) {
+        Slot& s = *ep->slots[p];
+        if (!s.demanded || s.state.load() != kWaiting) continue;
+        const uint32_t place = ep->seq_of.empty() ? static_cast<uint32_t>(p) : ep->seq_of[p];
+        if (!best || place < best_place) best = &s, best_place = place;
+      }
+      if (best) {
+        *job = Job{ep, best, best->shard, false};
+        return true;
+      }
+      // kFull: the next shards in the order, `prefetch` ahead of the readers.
+      if (o.mode == StreamingMode::kFull && ep->frontier.load() >= 0) {
+        const int64_t f = ep->frontier.load();
+        const uint32_t places = ep->seq.empty() ? static_cast<uint32_t>(ep->slots.size()) : static_cast<uint32_t>(ep->seq.size());
+        for (int64_t k = f; k <= f + static_cast<int64_t>(o.prefetch) && k < places; ++k) {
+          Slot& s = *ep->slots[ep->seq.empty() ? k : ep->seq[k]];
+          if (s.state.load() == kWaiting) {
+            *job = Job{ep, &s, s.shard, true};
+            return true;
+          }
+        }
+      }
+    }
+    if (o.mode != StreamingMode::kGrowing) return false;
+    // kGrowing: the next remote shard not cached yet, in fetch order.
+    for (size_t tried = 0; tried < fetch_order.size(); ++tried) {
+      const uint32_t sh = fetch_order[fetch_cursor];
+      fetch_cursor = (fetch_cursor + 1) % fetch_order.size();
+      if (in_flight[sh] || failed_for_good[sh] || fresh.count(sh) || cache->IsCached(shards[sh])) continue;
+      *job = Job{nullptr, nullptr, sh, true};
+      return true;
+    }
+    return false;
+  }
+
+  void FetcherMain(std::unique_ptr<Store> store) {
+    std::unique_lock<std::mutex> l(mu);
+    double backoff = 0;
+    while (!stop) {
+      Job job;
+      if (!NextJob(&job)) {
+        // Nothing to do now; look again after a change, or in a while (the
+        // other processes sharing the directory evict and download too).
+        cv.wait_for(l, std::chrono::seconds(1));
+        continue;
+      }
+      const ShardInfo& info = shards[job.shard];
+      if (job.speculative && !RoomForSpeculationLocked(info)) {
+        // Fetching ahead would leave no room for what the readers ask for
+        // next (a cached shard too: pinning it early takes it out of the
+        // evictable); wait for a release.
+        cv.wait_for(l, std::chrono::milliseconds(200));
+        continue;
+      }
+      if (job.slot) job.slot->state = kFetching;
+      in_flight[job.shard] = true;
+      const bool cached = cache->IsCached(info);
+      if (!cached && ++downloading == 1) busy_since = Now();
+      if (!cached) bytes_in_flight += info.size;
+      l.unlock();
+      Result<ShardCache::Pin> pin = cache->Fetch(*store, info);
+      l.lock();
+      in_flight[job.shard] = false;
+      if (!cached) {
+        bytes_in_flight -= info.size;
+        if (--downloading == 0) busy_s += Now() - busy_since;
+      }
+      if (pin.ok()) {
+        consecutive_failures = 0;
+        backoff = 0;
+        if (job.slot) {
+          seen[job.shard] = true;
+          job.slot->pin = std::move(pin).value();
+          job.slot->state = kPinned;
+        } else {
+          fresh.emplace(job.shard, std::move(pin).value());
+        }
+        cv.notify_all();
+        continue;
+      }
+      const Status& err = pin.status();
+      if (job.slot) {
+        job.slot->state = kWaiting;
+        cv.notify_all();  // its readers see it waiting again (and ask for it)
+      }
+      if (err.code() == Status::Code::kResourceExhausted) {
+        // Full of shards in use: wait for a release (or another process's).
+        cv.wait_for(l, std::chrono::milliseconds(200));
+        continue;
+      }
+      ++fetch_errors;
+      ++consecutive_failures;
+      last_error = err.message();
+      const bool transient = err.code() == Status::Code::kIOError;
+      if (job.slot) {
+        job.slot->error = err;
+        job.slot->state = kFailed;  // its readers get the error
+      } else if (!transient) {
+        failed_for_good[job.shard] = true;  // corrupt or missing on the store: left out from now on
+      }
+      cv.notify_all();
+      if (transient) {
+        // The store already retried; wait before the next shard.
+        backoff = std::min(5.0, backoff ? 2 * backoff : o.store.backoff_s);
+        cv.wait_for(l, std::chrono::duration<double>(backoff), [&] { return stop; });
+      }
+    }
+  }
+
+  // Under mu: whether a prefetch leaves room for the shards the readers
+  // will ask for next (a shuffle window of them) besides those this dataset
+  // holds pinned.  (Shards the readers are done with are evictable: room.)
+  bool RoomForSpeculationLocked(const ShardInfo& info) const {
+    if (o.mode == StreamingMode::kGrowing) return true;  // Fetch evicts what it may, or says it is full
+    uint64_t held = 0;
+    if (std::shared_ptr<Epoch> ep = cur.load())
+      for (const auto& s : ep->slots) {
+        const int st = s->state.load();
+        if (st == kFetching || st == kPinned || st == kOpen) held += shards[s->shard].size;
+      }
+    return held + info.size + uint64_t{o.shuffle_window} * max_shard <= o.max_bytes;
+  }
+
+  // ---- epochs -----------------------------------------------------------------
+
+  // Under mu: this dataset's shards complete in the cache.
+  std::vector<uint32_t> CachedShards() const {
+    std::vector<uint32_t> out;
+    for (uint32_t i = 0; i < shards.size(); ++i)
+      if (cache->IsCached(shards[i])) out.push_back(i);
+    return out;
+  }
+
+  Status BeginEpoch(uint64_t number) {
+    auto ep = std::make_shared<Epoch>();
+    ep->number = number;
+    std::unique_lock<std::mutex> l(mu);
+    const uint64_t gen = interrupts;
+    auto gave_up = [&]() -> Status {
+      if (stop) return Status::Cancelled(Describe() + " is closed");
+      if (interrupts != gen) return Status::Cancelled(Describe() + ": interrupted while waiting for shards");
+      return Status::OK();
+    };
+    std::vector<uint32_t> members;
+    bool repeat = false;  // UseShards: exactly these, downloaded if need be
+    if (o.mode == StreamingMode::kFull) {
+      members.resize(shards.size());
+      std::iota(members.begin(), members.end(), 0u);
+    } else if (use_pending) {
+      use_pending = false;
+      repeat = true;
+      for (const std::string& n : use_next) {
+        auto it = by_name.find(n);
+        if (it == by_name.end())
+          return Status::InvalidArgument(Describe() + ": shard '" + n + "' (of the epoch to repeat, or of rank 0's "
+                                         "epoch) is not in the index");
+        members.push_back(it->second);
+      }
+      std::sort(members.begin(), members.end());
+      members.erase(std::unique(members.begin(), members.end()), members.end());
+    } else {
+      // The shards cached now, once there are min_shards of them.
+      const double deadline = o.wait_timeout_s > 0 ? Now() + o.wait_timeout_s : 0;
+      const size_t need = std::min<size_t>(std::max<uint32_t>(1, o.min_shards), shards.size());
+      for (;;) {
+        members = CachedShards();
+        for (const auto& f : fresh)
+          if (!std::binary_search(members.begin(), members.end(), f.first)) members.push_back(f.first);
+        std::sort(members.begin(), members.end());
+        if (members.size() >= need) break;
+        STOKER_RETURN_IF_ERROR(gave_up());
+        bool all_failed = true;
+        for (uint32_t i = 0; i < shards.size(); ++i) all_failed = all_failed && failed_for_good[i];
+        const std::string have = std::to_string(members.size()) + " of the " + std::to_string(need) +
+                                 " shards an epoch waits for (min_shards) are cached";
+        if (all_failed || consecutive_failures >= 2 * std::max<uint32_t>(1, o.fetchers))
+          return Status::IOError(Describe() + ": " + have + ", and fetching fails: " + last_error, EIO);
+        if (deadline && Now() > deadline)
+          return Status::Timeout(Describe() + ": " + have + " after " + std::to_string(o.wait_timeout_s) +
+                                 " s (wait_timeout_s); " +
+                                 (last_error.empty() ? "downloads are slow" : "the last fetch failed: " + last_error));
+        cv.wait_for(l, std::chrono::milliseconds(50));
+      }
+    }
+    bool missing = false;
+    for (uint32_t sh : members) {
+      auto slot = std::make_unique<Slot>();
+      slot->shard = sh;
+      if (o.mode == StreamingMode::kGrowing) {
+        auto f = fresh.find(sh);
+        if (f != fresh.end()) {
+          slot->pin = std::move(f->second);
+          fresh.erase(f);
+        } else if (Result<ShardCache::Pin> p = cache->PinCached(shards[sh]); p.ok()) {
+          slot->pin = std::move(p).value();
+          ++snapshot_hits;
+        }
+        if (slot->pin.valid()) {
+          slot->state = kPinned;
+        } else if (repeat) {
+          slot->demanded = true;  // the fetchers bring it back
+          missing = true;
+        } else {
+          continue;  // evicted (by another process) since it was listed
+        }
+        seen[sh] = true;
+      }
+      ep->slots.push_back(std::move(slot));
+    }
+    if (missing) {
+      cur.store(ep);  // the fetchers serve the demanded slots of the current epoch
+      cv.notify_all();
+      for (bool waiting = true; waiting;) {
+        waiting = false;
+        for (auto& s : ep->slots) {
+          if (s->state.load() == kFailed) return s->error;
+          waiting = waiting || s->state.load() < kPinned;
+        }
+        if (waiting) {
+          STOKER_RETURN_IF_ERROR(gave_up());
+          cv.wait_for(l, std::chrono::milliseconds(50));
+        }
+      }
+    }
+    // Sample counts: from the index, from an earlier open, or by opening.
+    for (auto& s : ep->slots) {
+      // The index's count first: every rank must agree on it.
+      const ShardInfo& info = shards[s->shard];
+      uint64_t n = info.has_samples ? info.samples : static_cast<uint64_t>(std::max<int64_t>(0, known_count[s->shard]));
+      if (!info.has_samples && known_count[s->shard] < 0) {
+        l.unlock();
+        Status st = EnsureOpen(*s);
+        l.lock();
+        if (!st.ok()) return st;
+        n = s->data->size();
+      }
+      s->first = ep->firsts.back();
+      s->count = n;
+      ep->firsts.push_back(ep->firsts.back() + n);
+    }
+    cur.store(ep);
+    cv.notify_all();
+    return Status::OK();
+  }
+};
+
+// ---- StreamingDataset ---------------------------------------------------------
+
+StreamingDataset::StreamingDataset(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
+StreamingDataset::~StreamingDataset() { Close(); }
+void StreamingDataset::Close() { impl_->Shutdown(); }
+
+Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const StreamingOptions& options) {
+  const StreamingOptions& o = options;
+  const std::string what = "StreamingDataset(" + o.remote + ")";
+  if (o.remote.empty()) return Status::InvalidArgument("StreamingDataset: remote (the store's URL or directory) is empty");
+  if (o.local.empty()) return Status::InvalidArgument(what + ": local (the cache directory) is empty");
+  if (o.max_bytes == 0) return Status::InvalidArgument(what + ": max_bytes (the cache's budget) must be > 0");
+  if (o.fetchers < 1) return Status::InvalidArgument(what + ": fetchers must be at least 1");
+  if (o.shuffle_window < 1) return Status::InvalidArgument(what + ": shuffle_window must be at least 1");
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.o = o;
+  if (o.format == ShardFormat::kTFRecord) {
+    if (o.features.empty())
+      return Status::InvalidArgument(what + ": declare the TFRecord features to read, e.g. "
+                                     "features={'x': ('float32', (1000,)), 'y': ('int64', ())}");
+    for (const FieldSpec& f : o.features) {
+      STOKER_RETURN_IF_ERROR(ValidateFieldSpec(f, what + ": feature '" + f.name + "'"));
+      if (f.name.empty() || f.variable)
+        return Status::InvalidArgument(what + ": every feature needs a name and a fixed shape");
+    }
+    m.fields = o.features;
+  } else {
+    m.tar_decls = o.tar_fields;
+  }
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(o.remote, o.store));
+  if (o.shards.empty()) {
+    STOKER_ASSIGN_OR_RETURN(std::string text, store->ReadAll(o.index));
+    STOKER_ASSIGN_OR_RETURN(m.shards, ParseShardIndex(text, store->Locate(o.index)));
+    if (m.shards.empty()) return Status::InvalidArgument(what + ": the index " + store->Locate(o.index) + " lists no shards");
+  } else {
+    m.shards = o.shards;
+    for (const ShardInfo& s : m.shards)
+      if (!IsPlainShardName(s.name)) return Status::InvalidArgument(what + ": shard name '" + s.name + "' must be a plain file name");
+  }
+  for (uint32_t i = 0; i < m.shards.size(); ++i) {
+    const ShardInfo& s = m.shards[i];
+    if (!m.by_name.emplace(s.name, i).second) return Status::InvalidArgument(what + ": shard '" + s.name + "' is listed twice");
+    if (s.size > o.max_bytes)
+      return Status::InvalidArgument(what + ": shard " + s.name + " (" + std::to_string(s.size) +
+                                     " bytes) is larger than max_bytes (" + std::to_string(o.max_bytes) + ")");
+    if (o.mode == StreamingMode::kFull && !s.has_samples)
+      return Status::InvalidArgument(what + ": mode 'full' needs every shard's number of samples in the index, and " +
+                                     s.name + " has none: write the index with `stoker index DIR` (its 4th column)");
+    m.max_shard = std::max(m.max_shard, s.size);
+    m.remote_bytes += s.size;
+  }
+  if (o.mode == StreamingMode::kFull && o.max_bytes < (uint64_t{o.shuffle_window} + 1) * m.max_shard)
+    return Status::InvalidArgument(what + ": max_bytes (" + std::to_string(o.max_bytes) + ") must hold shuffle_window + 1 = " +
+                                   std::to_string(o.shuffle_window + 1) + " of the largest shards (" +
+                                   std::to_string(m.max_shard) + " bytes each) to stream them; raise max_bytes or "
+                                   "lower shuffle_window");
+  STOKER_ASSIGN_OR_RETURN(m.cache, ShardCache::Open(o.local, o.max_bytes, o.eviction));
+  // Record indexes of cached TFRecord shards live in a hidden directory the
+  // cache does not count; those of shards no longer cached are swept.
+  const std::string idx_dir = o.local + "/.stoker-index";
+  if (mkdir(idx_dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::IOError("mkdir " + idx_dir, errno);
+  if (DIR* d = opendir(idx_dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      const size_t cut = n.rfind('.', n.size() - std::strlen(".stoker-index") - 1);
+      if (n[0] == '.' || cut == std::string::npos) continue;
+      struct stat st {};
+      if (stat((o.local + "/" + n.substr(0, cut)).c_str(), &st) != 0) unlink((idx_dir + "/" + n).c_str());
+    }
+    closedir(d);
+  }
+  // One descriptor per pinned shard (and one per open one): allow many.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  const size_t n = m.shards.size();
+  m.known_count.assign(n, -1);
+  m.in_flight.assign(n, false);
+  m.failed_for_good.assign(n, false);
+  m.seen.assign(n, false);
+  m.fetch_order.resize(n);
+  std::iota(m.fetch_order.begin(), m.fetch_order.end(), 0u);
+  {
+    std::vector<int64_t> perm(n);
+    std::iota(perm.begin(), perm.end(), 0);
+    Shuffle(perm.begin(), perm.end(), Mix64(o.fetch_seed ^ 0x6a09e667f3bcc908ULL));
+    for (size_t i = 0; i < n; ++i) m.fetch_order[i] = static_cast<uint32_t>(perm[i]);
+  }
+  std::vector<std::unique_ptr<Store>> stores;
+  for (uint32_t i = 0; i < o.fetchers; ++i) {
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> s, Store::Open(o.remote, o.store));
+    stores.push_back(std::move(s));
+  }
+  std::shared_ptr<StreamingDataset> d(new StreamingDataset(std::move(impl)));
+  d->set_on_error(o.on_error);
+  for (auto& s : stores) d->impl_->threads.emplace_back([m = d->impl_.get(), st = std::move(s)]() mutable {
+    m->FetcherMain(std::move(st));
+  });
+  STOKER_RETURN_IF_ERROR(d->impl_->BeginEpoch(0));
+  if (d->impl_->fields.empty()) {  // tar: the first shard says what the fields are
+    std::shared_ptr<Epoch> ep = d->impl_->cur.load();
+    if (ep->slots.empty()) return Status::Internal(what + ": no shard to learn the fields from");
+    STOKER_RETURN_IF_ERROR(d->impl_->OpenNow(*ep->slots[0]));
+  }
+  return d;
+}
+
+uint64_t StreamingDataset::size() const {
+  std::shared_ptr<Epoch> ep = impl_->cur.load();
+  return ep ? ep->samples() : 0;
+}
+
+const std::vector<FieldSpec>& StreamingDataset::fields() const { return impl_->fields; }
+std::string StreamingDataset::Describe() const { return impl_->Describe(); }
+const std::vector<ShardInfo>& StreamingDataset::remote_shards() const { return impl_->shards; }
+StreamingMode StreamingDataset::mode() const { return impl_->o.mode; }
+
+Status StreamingDataset::Read(uint64_t index, uint8_t* const* dst) {
+  std::shared_ptr<Epoch> ep = impl_->cur.load();
+  STOKER_ASSIGN_OR_RETURN(Slot* s, impl_->Ready(ep, index));
+  const uint64_t local = index - s->first;
+  Status st = local < s->data->size()
+                  ? s->data->Read(local, dst)
+                  : Status::DataLoss("shard " + impl_->shards[s->shard].name + " has " + std::to_string(s->data->size()) +
+                                     " samples, the index says " + std::to_string(s->count) + " (sample " +
+                                     std::to_string(local) + " is missing)");
+  impl_->DoneReading(*s);
+  return st;
+}
+
+Status StreamingDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
+  std::shared_ptr<Epoch> ep = impl_->cur.load();
+  STOKER_ASSIGN_OR_RETURN(Slot* s, impl_->Ready(ep, index));
+  const uint64_t local = index - s->first;
+  if (local >= s->data->size()) return Read(index, nullptr);  // the same error (and bookkeeping)
+  return s->data->SampleBytes(local, bytes);
+}
+
+Status StreamingDataset::BeginEpoch(uint64_t epoch) {
+  SetEpoch(epoch);
+  return impl_->BeginEpoch(epoch);
+}
+
+std::vector<int64_t> StreamingDataset::Order(const SampleOrder& o) {
+  Impl& m = *impl_;
+  std::shared_ptr<Epoch> ep = m.cur.load();
+  const size_t P = ep->slots.size();
+  std::vector<int64_t> pos(P);
+  std::iota(pos.begin(), pos.end(), 0);
+  const uint64_t base = Mix64(o.seed ^ Mix64(o.epoch + 0x5bd1e995));
+  if (o.shuffle) Shuffle(pos.begin(), pos.end(), base);
+  std::vector<int64_t> all;
+  all.reserve(ep->samples());
+  const size_t W = m.o.shuffle_window;
+  for (size_t w0 = 0; w0 < P; w0 += W) {
+    const size_t start = all.size();
+    for (size_t k = w0; k < std::min(P, w0 + W); ++k) {
+      const Slot& s = *ep->slots[static_cast<size_t>(pos[k])];
+      for (uint64_t j = 0; j < s.count; ++j) all.push_back(static_cast<int64_t>(s.first + j));
+    }
+    if (o.shuffle) Shuffle(all.begin() + static_cast<int64_t>(start), all.end(), Mix64(base ^ Mix64(w0 + 1)));
+  }
+  // Ranks: equal contiguous parts (padded from the start, or cut).
+  const uint64_t n = all.size(), w = std::max<uint32_t>(1, o.world_size);
+  const uint64_t total = n == 0 ? 0 : o.pad ? (n + w - 1) / w * w : n / w * w;
+  for (uint64_t i = n; i < total; ++i) all.push_back(all[(i - n) % n]);
+  const uint64_t per = total / w;
+  std::vector<int64_t> mine(all.begin() + static_cast<int64_t>(o.rank * per),
+                            all.begin() + static_cast<int64_t>((o.rank + 1) * per));
+  std::lock_guard<std::mutex> g(m.mu);
+  if (!ep->reads_started.load() && !ep->ordered) {
+    // Each shard is released after its last read in this order.
+    std::vector<int64_t> reads(P, 0);
+    ep->seq_of.assign(P, UINT32_MAX);
+    for (int64_t i : mine) {
+      const uint32_t p = ep->PositionOf(static_cast<uint64_t>(i));
+      if (reads[p]++ == 0) {
+        ep->seq_of[p] = static_cast<uint32_t>(ep->seq.size());
+        ep->seq.push_back(p);
+      }
+    }
+    for (size_t p = 0; p < P; ++p) {
+      ep->slots[p]->remaining = reads[p];
+      if (reads[p] == 0) m.ReleaseLocked(*ep->slots[p]);  // another rank's
+    }
+    ep->ordered = true;
+  }
+  return mine;
+}
+
+void StreamingDataset::Interrupt() {
+  std::lock_guard<std::mutex> g(impl_->mu);
+  ++impl_->interrupts;
+  impl_->cv.notify_all();
+}
+
+void StreamingDataset::UseShards(std::vector<std::string> names) {
+  std::lock_guard<std::mutex> g(impl_->mu);
+  impl_->use_next = std::move(names);
+  impl_->use_pending = true;
+}
+
+std::vector<std::string> StreamingDataset::epoch_shards() const {
+  std::shared_ptr<Epoch> ep = impl_->cur.load();
+  std::vector<std::string> out;
+  if (ep)
+    for (const auto& s : ep->slots) out.push_back(impl_->shards[s->shard].name);
+  return out;
+}
+
+StreamingStats StreamingDataset::stats() const {
+  const Impl& m = *impl_;
+  StreamingStats s;
+  std::shared_ptr<Epoch> ep = m.cur.load();
+  if (ep) {
+    s.epoch = ep->number;
+    s.epoch_shards = ep->slots.size();
+    s.epoch_samples = ep->samples();
+  }
+  std::lock_guard<std::mutex> g(m.mu);
+  for (uint32_t i : m.CachedShards()) {
+    ++s.cached_shards;
+    s.cached_bytes += m.shards[i].size;
+  }
+  Result<uint64_t> used = m.cache->UsedBytes();
+  s.used_bytes = used.ok() ? used.value() : 0;
+  s.max_bytes = m.o.max_bytes;
+  s.hits = m.cache->hits() + m.snapshot_hits;
+  s.downloads = m.cache->downloads();
+  s.hit_rate = s.hits + s.downloads ? static_cast<double>(s.hits) / static_cast<double>(s.hits + s.downloads) : 0;
+  s.bytes_downloaded = m.cache->bytes_downloaded();
+  s.fetch_seconds = m.busy_s + (m.downloading ? Now() - m.busy_since : 0);
+  s.fetch_bytes_per_s = s.fetch_seconds > 0 ? static_cast<double>(s.bytes_downloaded) / s.fetch_seconds : 0;
+  s.shards_in_flight = static_cast<uint64_t>(m.downloading);
+  s.bytes_in_flight = m.bytes_in_flight;
+  s.evictions = m.cache->evictions();
+  s.remote_shards = m.shards.size();
+  s.remote_bytes = m.remote_bytes;
+  for (uint32_t i = 0; i < m.shards.size(); ++i)
+    if (m.seen[i]) ++s.seen_shards, s.seen_bytes += m.shards[i].size;
+  s.fraction_seen = m.remote_bytes ? static_cast<double>(s.seen_bytes) / static_cast<double>(m.remote_bytes) : 0;
+  s.fetch_errors = m.fetch_errors;
+  s.last_fetch_error = m.last_error;
+  return s;
+}
+
+}  // namespace stoker

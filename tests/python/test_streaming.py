@@ -1,0 +1,427 @@
+"""Issue 7: StreamingDataset over a real nginx on 127.0.0.1: growth across
+epochs, eviction under max_bytes (checked continuously, never a shard in
+use), full mode exactly once, the server stopped mid-download, a corrupt
+shard, a truncated response, a restart with a half-written file, two
+loaders sharing one cache, resume, tar shards, stats."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import stoker
+from stoker.cache import StreamingDataset, parse_shard_index, write_index
+from stoker.io import write_tar_shards, write_tfrecord
+from nginx import Nginx
+
+N_SHARDS, PER_SHARD, WIDTH = 20, 50, 256
+FEATURES = {"x": ("float32", (WIDTH,)), "y": ("int64", ())}
+
+
+def make_shards(root, n=N_SHARDS):
+    os.makedirs(root, exist_ok=True)
+    for s in range(n):
+        ids = range(s * PER_SHARD, (s + 1) * PER_SHARD)
+        write_tfrecord(os.path.join(root, f"shard-{s:03d}.tfrecord"),
+                       [{"x": np.full(WIDTH, i, np.float32), "y": np.int64(i)} for i in ids])
+    write_index(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def www(tmp_path_factory):
+    return make_shards(str(tmp_path_factory.mktemp("www")))
+
+
+@pytest.fixture(scope="module")
+def server(www, tmp_path_factory):
+    n = Nginx(tmp_path_factory.mktemp("nginx"), www, slow_rate="400k").start()
+    yield n
+    n.stop()
+
+
+def shard_size(www):
+    return max(os.path.getsize(os.path.join(www, f)) for f in os.listdir(www) if f.endswith(".tfrecord"))
+
+
+def ids_of(names):
+    out = []
+    for n in names:
+        s = int(n.split("-")[1].split(".")[0])
+        out.extend(range(s * PER_SHARD, (s + 1) * PER_SHARD))
+    return out
+
+
+def epoch_ys(loader):
+    ys = []
+    for b in loader:
+        assert (b["x"][:, 0].long() == b["y"]).all() and (b["x"][:, -1].long() == b["y"]).all()
+        ys.extend(b["y"].tolist())
+    return ys
+
+
+def cache_usage(local):
+    """Bytes the cache directory holds in shards and partial downloads."""
+    total = 0
+    for f in os.listdir(local):
+        if f.startswith(".") or f.endswith((".lock", ".reserve")):
+            continue
+        try:
+            total += os.path.getsize(os.path.join(local, f))
+        except FileNotFoundError:
+            pass
+    return total
+
+
+class Monitor(threading.Thread):
+    """Polls the cache directory's usage every millisecond or so."""
+
+    def __init__(self, local):
+        super().__init__(daemon=True)
+        self.local, self.peak, self.samples, self.done = local, 0, 0, False
+
+    def run(self):
+        while not self.done:
+            self.peak = max(self.peak, cache_usage(self.local))
+            self.samples += 1
+            time.sleep(0.001)
+
+    def stop(self):
+        self.done = True
+        self.join()
+
+
+def test_growing_mode_grows_across_epochs(server, www, tmp_path):
+    local = str(tmp_path / "cache")
+    ds = StreamingDataset(server.url + "/slow", local, max_bytes=1 << 30, features=FEATURES, fetchers=2)
+    loader = stoker.DataLoader(ds, batch_size=10, shuffle=True, num_workers=2)
+    sizes = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ys = epoch_ys(loader)
+        # Every sample of the epoch's shards, once.
+        assert sorted(ys) == sorted(ids_of(ds.epoch_shards))
+        sizes.append(len(ds.epoch_shards))
+        if sizes[-1] == N_SHARDS:
+            break
+        time.sleep(0.1)
+    assert sizes[-1] == N_SHARDS, sizes
+    assert sizes == sorted(sizes) and sizes[0] < N_SHARDS and len(set(sizes)) >= 3, sizes
+    st = ds.stats()
+    assert st["cached_shards"] == N_SHARDS and st["downloads"] == N_SHARDS and st["fraction_seen"] == 1.0
+    assert st["fetch_bytes_per_s"] > 0 and st["evictions"] == 0 and st["fetch_errors"] == 0
+    # Everything is cached now: the next epoch is all hits, nothing in flight.
+    assert sorted(epoch_ys(loader)) == list(range(N_SHARDS * PER_SHARD))
+    st = ds.stats()
+    assert st["bytes_in_flight"] == 0 and st["hits"] > 0 and 0 < st["hit_rate"] < 1
+    ds.close()
+
+
+def test_growing_mode_turns_over_within_max_bytes_never_evicting_a_shard_in_use(server, www, tmp_path):
+    local = str(tmp_path / "cache")
+    max_bytes = 6 * shard_size(www)
+    ds = StreamingDataset(server.url + "/slow", local, max_bytes=max_bytes, features=FEATURES, fetchers=2,
+                          shuffle_window=1, eviction="oldest")
+    mon = Monitor(local)
+    mon.start()
+    # In order (no shuffle): a shard whose samples are all still ahead of the
+    # loop has not been read; it must be on disk (pinned since the epoch began).
+    loader = stoker.DataLoader(ds, batch_size=10, num_workers=2)
+    ahead = 2 * 2 * 10  # samples the reader threads may be ahead of the loop
+    epochs = 0
+    deadline = time.monotonic() + 150
+    try:
+        while ds.stats()["seen_shards"] < N_SHARDS and time.monotonic() < deadline:
+            names = None
+            delivered = 0
+            for b in loader:
+                names = names or list(ds.epoch_shards)
+                assert b["y"].tolist() == ids_of(names)[delivered:delivered + len(b["y"])]
+                delivered += len(b["y"])
+                for j, n in enumerate(names):
+                    if j * PER_SHARD >= delivered + ahead:
+                        assert os.path.exists(os.path.join(local, n)), f"{n} was evicted while in use"
+                time.sleep(0.002)
+            assert delivered == len(names) * PER_SHARD
+            epochs += 1
+    finally:
+        mon.stop()
+    st = ds.stats()
+    assert st["seen_shards"] == N_SHARDS, st  # the local set turned over the whole remote dataset
+    assert st["evictions"] > 0 and st["used_bytes"] <= max_bytes
+    assert mon.samples > 100 and mon.peak <= max_bytes, (mon.peak, max_bytes)
+    ds.close()
+
+
+def test_lru_eviction_option(server, www, tmp_path):
+    ds = StreamingDataset(server.url, str(tmp_path / "c"), max_bytes=4 * shard_size(www), features=FEATURES,
+                          eviction="lru", min_shards=4)
+    loader = stoker.DataLoader(ds, batch_size=25, shuffle=True, num_workers=1)
+    for _ in range(4):
+        assert sorted(epoch_ys(loader)) == sorted(ids_of(ds.epoch_shards))
+        time.sleep(0.05)
+    assert ds.stats()["used_bytes"] <= 4 * shard_size(www)
+    with pytest.raises(ValueError, match="eviction='newest' is not one of 'oldest', 'lru'"):
+        StreamingDataset(server.url, str(tmp_path / "d"), max_bytes=1 << 30, features=FEATURES, eviction="newest")
+
+
+def test_full_mode_every_sample_once_per_epoch_through_a_small_cache(server, www, tmp_path):
+    local = str(tmp_path / "cache")
+    max_bytes = 5 * shard_size(www)
+    ds = StreamingDataset(server.url, local, max_bytes=max_bytes, mode="full", features=FEATURES,
+                          shuffle_window=2, prefetch=2)
+    assert len(ds) == N_SHARDS * PER_SHARD
+    mon = Monitor(local)
+    mon.start()
+    loader = stoker.DataLoader(ds, batch_size=16, shuffle=True, num_workers=2, seed=3)
+    orders = []
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        ys = epoch_ys(loader)
+        assert sorted(ys) == list(range(N_SHARDS * PER_SHARD))
+        orders.append(ys)
+    mon.stop()
+    assert orders[0] != orders[1]  # reshuffled per epoch
+    st = ds.stats()
+    assert st["evictions"] > 0 and st["fraction_seen"] == 1.0 and st["downloads"] >= 2 * N_SHARDS - 5
+    assert mon.peak <= max_bytes
+    # Shard by shard: each stretch of 2 shards' samples (a shuffle window) is 2 shards, mixed.
+    for ys in orders:
+        windows = [ys[i:i + 2 * PER_SHARD] for i in range(0, len(ys), 2 * PER_SHARD)]
+        assert all(len({y // PER_SHARD for y in w}) == 2 for w in windows)
+        assert any(w != sorted(w) for w in windows)
+
+
+def test_full_mode_needs_counts_and_room(server, www, tmp_path):
+    shards = [(n, size, crc) for n, size, crc, _ in parse_shard_index(open(os.path.join(www, "index.txt")).read(), "i")]
+    with pytest.raises(ValueError, match="mode 'full' needs every shard's number of samples"):
+        StreamingDataset(server.url, str(tmp_path / "a"), 1 << 30, mode="full", features=FEATURES, shards=shards)
+    with pytest.raises(ValueError, match="must hold shuffle_window \\+ 1"):
+        StreamingDataset(server.url, str(tmp_path / "b"), 2 * shard_size(www), mode="full", features=FEATURES)
+    with pytest.raises(ValueError, match="is larger than max_bytes"):
+        StreamingDataset(server.url, str(tmp_path / "c"), 1000, features=FEATURES)
+    with pytest.raises(ValueError, match="no such object on the store"):
+        StreamingDataset(server.url, str(tmp_path / "d"), 1 << 30, features=FEATURES, index="nope.txt")
+
+
+@pytest.fixture
+def own_server(www, tmp_path):
+    """An nginx of the test's own (to stop and restart), rate-limited on /slow/."""
+    n = Nginx(tmp_path / "nginx", www, slow_rate="100k").start()
+    yield n
+    n.stop()
+
+
+def test_server_stopped_mid_download_resumes_when_it_comes_back(own_server, www, tmp_path):
+    ds = StreamingDataset(own_server.url + "/slow", str(tmp_path / "c"), 1 << 30, mode="full", features=FEATURES,
+                          attempts=8, backoff_s=0.2, prefetch=1, fetchers=1)
+    loader = stoker.DataLoader(ds, batch_size=50, num_workers=1)
+    it = iter(loader)
+    ys = next(it)["y"].tolist()
+    time.sleep(0.2)  # the next shards are downloading
+    own_server.stop(sig=9)
+    time.sleep(0.8)
+    own_server.start()
+    for b in it:
+        ys.extend(b["y"].tolist())
+    assert sorted(ys) == list(range(N_SHARDS * PER_SHARD))
+    st = ds.stats()
+    total = sum(os.path.getsize(os.path.join(www, f)) for f in os.listdir(www) if f.endswith(".tfrecord"))
+    assert st["fetch_errors"] == 0 and st["bytes_downloaded"] < total + shard_size(www), st
+
+
+def test_server_gone_is_a_clear_error_not_a_hang(own_server, tmp_path):
+    ds = StreamingDataset(own_server.url + "/slow", str(tmp_path / "c"), 1 << 30, mode="full", features=FEATURES,
+                          attempts=2, backoff_s=0.05, prefetch=1, fetchers=1, shuffle_window=1)
+    loader = stoker.DataLoader(ds, batch_size=50, num_workers=1)
+    it = iter(loader)
+    next(it)
+    own_server.stop(sig=9)
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as e:
+        for _ in it:
+            pass
+    assert time.monotonic() - t0 < 60
+    msg = str(e.value)
+    assert "failed after 2 attempts" in msg and own_server.url in msg and "shard-" in msg, msg
+    assert ds.stats()["fetch_errors"] >= 1
+
+
+def corrupt_copy(www, tmp_path, name, how):
+    bad = tmp_path / "bad-www"
+    shutil.copytree(www, bad)
+    path = bad / name
+    data = bytearray(path.read_bytes())
+    if how == "flip":
+        data[len(data) // 2] ^= 0x10
+    else:  # shorter than the index says
+        data = data[: len(data) // 2]
+    path.write_bytes(bytes(data))
+    return bad
+
+
+def test_corrupt_shard_on_the_server_is_named(www, tmp_path):
+    bad = corrupt_copy(www, tmp_path, "shard-004.tfrecord", "flip")
+    n = Nginx(tmp_path / "nginx", bad).start()
+    try:
+        full = StreamingDataset(n.url, str(tmp_path / "c1"), 1 << 30, mode="full", features=FEATURES)
+        with pytest.raises(Exception, match=r"shard shard-004.tfrecord from .*CRC-32C [0-9a-f]{8} does not match"):
+            epoch_ys(stoker.DataLoader(full, batch_size=10, num_workers=2))
+        assert not os.path.exists(tmp_path / "c1" / "shard-004.tfrecord")
+        full.close()
+        # Growing: the bad shard is left out (and reported), the rest trains.
+        grow = StreamingDataset(n.url, str(tmp_path / "c2"), 1 << 30, features=FEATURES, min_shards=N_SHARDS - 1)
+        assert "shard-004.tfrecord" not in grow.epoch_shards and len(grow.epoch_shards) == N_SHARDS - 1
+        st = grow.stats()
+        assert st["fetch_errors"] == 1 and "shard-004.tfrecord" in st["last_fetch_error"]
+        assert sorted(epoch_ys(stoker.DataLoader(grow, batch_size=10))) == sorted(ids_of(grow.epoch_shards))
+    finally:
+        n.stop()
+
+
+def test_truncated_responses(www, tmp_path):
+    # A shard on the server shorter than the index says: a clear error naming it.
+    bad = corrupt_copy(www, tmp_path, "shard-002.tfrecord", "short")
+    n = Nginx(tmp_path / "nginx", bad, slow_rate="500k").start()
+    try:
+        full = StreamingDataset(n.url, str(tmp_path / "c1"), 1 << 30, mode="full", features=FEATURES)
+        with pytest.raises(Exception, match=r"shard-002.tfrecord.* has \d+ bytes, the index says \d+"):
+            epoch_ys(stoker.DataLoader(full, batch_size=10, num_workers=2))
+        full.close()
+        # A response cut short mid-body (the file truncated under nginx while
+        # it sends it, then restored): the download resumes, the data is whole.
+        name, first, count = "big.tfrecord", 100000, 1000
+        path = os.path.join(bad, name)
+        write_tfrecord(path, [{"x": np.full(WIDTH, i, np.float32), "y": np.int64(i)}
+                              for i in range(first, first + count)])
+        data = open(path, "rb").read()  # ~1.1 MB: about 2 s at /slow/'s 500 KB/s
+        log = os.path.join(str(tmp_path / "nginx"), "error.log")
+        for attempt in range(3):
+            local = str(tmp_path / f"cut{attempt}")
+            done = {}
+            t = threading.Thread(target=lambda: done.setdefault("ds", StreamingDataset(
+                n.url + "/slow", local, 1 << 30, features=FEATURES, shards=[(name, len(data), None, count)],
+                backoff_s=0.5, fetchers=1)))
+            t.start()
+            time.sleep(0.6)
+            with open(path, "r+b") as f:
+                f.truncate(1000)
+            time.sleep(0.2)
+            with open(path, "r+b") as f:
+                f.write(data)
+            t.join(60)
+            ds = done["ds"]
+            assert open(os.path.join(local, name), "rb").read() == data
+            assert sorted(epoch_ys(stoker.DataLoader(ds, batch_size=50))) == list(range(first, first + count))
+            ds.close()
+            text = open(log).read()
+            if "read only" in text or "truncated" in text:
+                break  # the cut happened (nginx says so) and was survived
+        else:
+            pytest.fail("nginx never noticed the truncation")
+    finally:
+        n.stop()
+
+
+def test_restart_with_half_written_and_torn_files(server, www, tmp_path):
+    local = tmp_path / "cache"
+    local.mkdir()
+    a, b = "shard-000.tfrecord", "shard-001.tfrecord"
+    da, db = open(os.path.join(www, a), "rb").read(), open(os.path.join(www, b), "rb").read()
+    (local / (a + ".part")).write_bytes(da[: len(da) // 2])  # a crash halfway
+    (local / (b + ".part")).write_bytes(b"\0" * 5000)  # a torn write
+    ds = StreamingDataset(server.url, str(local), 1 << 30, mode="full", features=FEATURES)
+    assert sorted(epoch_ys(stoker.DataLoader(ds, batch_size=10, num_workers=2))) == list(range(N_SHARDS * PER_SHARD))
+    total = sum(os.path.getsize(os.path.join(www, f)) for f in os.listdir(www) if f.endswith(".tfrecord"))
+    # a: only its missing half; b: 5000 bytes resumed, CRC wrong, then from scratch.
+    assert ds.stats()["bytes_downloaded"] == total - len(da) // 2 + (len(db) - 5000)
+    assert (local / a).read_bytes() == da and (local / b).read_bytes() == db
+    assert not [f for f in os.listdir(local) if f.endswith(".part")]
+    # A restart reuses the cache: no downloads.
+    ds.close()
+    again = StreamingDataset(server.url, str(local), 1 << 30, mode="full", features=FEATURES)
+    assert sorted(epoch_ys(stoker.DataLoader(again, batch_size=10))) == list(range(N_SHARDS * PER_SHARD))
+    assert again.stats()["downloads"] == 0
+
+
+def test_two_loaders_share_one_cache(server, tmp_path):
+    script = textwrap.dedent(f"""
+        import json, sys
+        import stoker
+        from stoker.cache import StreamingDataset
+        ds = StreamingDataset({server.url + "/slow"!r}, {str(tmp_path / "shared")!r}, 1 << 30, mode="full",
+                              features={FEATURES!r}, fetchers=2)
+        ys = sorted(y for b in stoker.DataLoader(ds, batch_size=10, num_workers=2, shuffle=True)
+                    for y in b["y"].tolist())
+        st = ds.stats()
+        print(json.dumps({{"ok": ys == list(range({N_SHARDS * PER_SHARD})), "downloads": st["downloads"],
+                          "hits": st["hits"]}}))
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env) for _ in range(2)]
+    import json
+    outs = [json.loads(p.communicate(timeout=180)[0]) for p in procs]
+    assert all(o["ok"] for o in outs), outs
+    assert sum(o["downloads"] for o in outs) == N_SHARDS, outs  # each shard downloaded once in all
+    assert not [f for f in os.listdir(tmp_path / "shared") if f.endswith((".part", ".reserve"))]
+
+
+def test_resume_mid_epoch_repeats_the_epochs_shards(server, www, tmp_path):
+    local = str(tmp_path / "cache")
+    ds = StreamingDataset(server.url + "/slow", local, 1 << 30, features=FEATURES, min_shards=3)
+    loader = stoker.DataLoader(ds, batch_size=10, shuffle=True, num_workers=2, seed=7)
+    loader.set_epoch(5)
+    it = iter(loader)
+    first = [next(it)["y"].tolist() for _ in range(4)]
+    state = loader.state_dict()
+    rest = [b["y"].tolist() for b in it]
+    shards = ds.epoch_shards
+    time.sleep(1.0)  # the cache grows meanwhile
+    ds2 = StreamingDataset(server.url, local, 1 << 30, features=FEATURES)
+    assert len(ds2.epoch_shards) > len(shards)
+    loader2 = stoker.DataLoader(ds2, batch_size=10, shuffle=True, num_workers=1, seed=7)
+    loader2.load_state_dict(state)
+    assert [b["y"].tolist() for b in loader2] == rest
+    assert ds2.epoch_shards == shards
+    assert sorted(sum(first + rest, [])) == sorted(ids_of(shards))
+
+
+def test_tar_shards_and_in_process_reads(tmp_path):
+    root = tmp_path / "tars"
+    samples = [{"__key__": f"s{i:04d}", "x.npy": np.full((3, 4), i, np.int16), "cls": i} for i in range(60)]
+    root.mkdir()
+    write_tar_shards(str(root / "part-%03d.tar"), samples, maxcount=20)
+    write_index(root)
+    ds = StreamingDataset("file://" + str(root), str(tmp_path / "c"), 1 << 30, mode="full", shuffle_window=1)
+    assert [f[0] for f in ds.fields] == ["x.npy", "cls"] and len(ds) == 60
+    assert ds[7]["x.npy"].tolist() == np.full((3, 4), 7, np.int16).tolist() and int(ds[7]["cls"]) == 7
+    got = [b for b in stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)]
+    assert sorted(int(c) for b in got for c in b["cls"]) == list(range(60))
+    assert all((b["x.npy"][:, 0, 0] == b["cls"]).all() for b in got)
+
+
+def test_forked_python_workers_get_a_clear_error(server, tmp_path):
+    ds = StreamingDataset(server.url, str(tmp_path / "c"), 1 << 30, features=FEATURES)
+    loader = stoker.DataLoader(ds.map(lambda x: x * 2, field="x"), batch_size=10, num_workers=1)
+    with pytest.raises(Exception, match="read in the process that opened it"):
+        next(iter(loader))
+    # In this process (num_workers=0) the Python transform runs fine.
+    b = next(iter(stoker.DataLoader(ds.map(lambda x: x * 2, field="x"), batch_size=10)))
+    assert (b["x"][:, 0] == 2 * b["y"]).all()
+
+
+def test_index_command(tmp_path):
+    root = make_shards(str(tmp_path / "s"), n=2)
+    os.remove(os.path.join(root, "index.txt"))
+    out = subprocess.run([sys.executable, "-m", "stoker.cli", "index", root], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert out.returncode == 0, out.stderr
+    rows = parse_shard_index(open(os.path.join(root, "index.txt")).read(), "index.txt")
+    assert [(r[0], r[3]) for r in rows] == [("shard-000.tfrecord", PER_SHARD), ("shard-001.tfrecord", PER_SHARD)]
+    from crc32c_ref import crc32c
+    assert rows[0][2] == crc32c(open(os.path.join(root, "shard-000.tfrecord"), "rb").read())

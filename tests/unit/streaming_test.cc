@@ -1,0 +1,229 @@
+// The streaming cache without Python: the shard index, the cache's
+// accounting of what dead processes left, and StreamingDataset (a directory
+// store) through stoker::Loader in both modes, with ranks.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "cache/shard_cache.h"
+#include "io/tfrecord_writer.h"
+#include "stoker/loader.h"
+#include "stoker/shard_index.h"
+#include "stoker/streaming.h"
+#include "watchdog.h"
+
+namespace stoker {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kShards = 8, kPerShard = 20;
+
+// A remote directory of kShards TFRecord shards; sample i: y = i,
+// x = [i] * 64 (float32); and its index.
+std::string MakeRemote(const std::string& tag) {
+  const std::string dir = ::testing::TempDir() + "streaming_" + tag + "_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/remote");
+  std::vector<ShardInfo> index;
+  for (int s = 0; s < kShards; ++s) {
+    const std::string path = dir + "/remote/shard-" + std::to_string(s) + ".tfrecord";
+    auto w = TFRecordWriter::Create(path);
+    EXPECT_TRUE(w.ok());
+    for (int i = s * kPerShard; i < (s + 1) * kPerShard; ++i) {
+      std::vector<float> x(64, static_cast<float>(i));
+      const int64_t y = i;
+      FeatureValue fx, fy;
+      fx.name = "x", fx.kind = FeatureValue::Kind::kFloat, fx.floats = x.data(), fx.count = x.size();
+      fy.name = "y", fy.kind = FeatureValue::Kind::kInt64, fy.ints = &y, fy.count = 1;
+      EXPECT_TRUE(w.value()->Write({fx, fy}).ok());
+    }
+    EXPECT_TRUE(w.value()->Close().ok());
+    auto info = DescribeShard(path, ShardFormat::kTFRecord);
+    EXPECT_TRUE(info.ok()) << info.status().ToString();
+    index.push_back(info.value());
+  }
+  std::ofstream(dir + "/remote/index.txt") << FormatShardIndex(index);
+  return dir;
+}
+
+StreamingOptions Options(const std::string& dir, StreamingMode mode, uint64_t max_bytes) {
+  StreamingOptions o;
+  o.remote = dir + "/remote";
+  o.local = dir + "/cache";
+  o.max_bytes = max_bytes;
+  o.mode = mode;
+  o.features = {{"x", ElementType::kFloat32, {64}}, {"y", ElementType::kInt64, {}}};
+  o.shuffle_window = 2;
+  o.prefetch = 2;
+  return o;
+}
+
+uint64_t ShardBytes(const std::string& dir) { return fs::file_size(dir + "/remote/shard-0.tfrecord"); }
+
+std::vector<int64_t> Epoch(Loader& l) {
+  std::vector<int64_t> ys;
+  for (const Batch& b : l)
+    for (uint64_t k = 0; k < b.size(); ++k) {
+      const int64_t y = b.field("y")->tensor.as<int64_t>()[k];
+      EXPECT_EQ(b.field("x")->tensor.as<float>()[k * 64 + 63], static_cast<float>(y));
+      ys.push_back(y);
+    }
+  EXPECT_TRUE(l.status().ok()) << l.status().ToString();
+  return ys;
+}
+
+TEST(ShardIndex, ParsesFourColumnsAndRoundTrips) {
+  auto r = ParseShardIndex("# c\na.tar 10\nb.tar 20 0000abcd\nc.tar 30 - 7\n\n", "idx");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r.value().size(), 3u);
+  EXPECT_FALSE(r.value()[0].has_crc);
+  EXPECT_TRUE(r.value()[1].has_crc && r.value()[1].crc32c == 0xabcd && !r.value()[1].has_samples);
+  EXPECT_TRUE(r.value()[2].has_samples && r.value()[2].samples == 7 && !r.value()[2].has_crc);
+  auto again = ParseShardIndex(FormatShardIndex(r.value()), "again");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value()[2].samples, 7u);
+  EXPECT_EQ(again.value()[1].crc32c, 0xabcdu);
+  auto bad = ParseShardIndex("a 1\na 2\n", "idx");
+  EXPECT_NE(bad.status().message().find("idx line 2: shard 'a' is listed twice"), std::string::npos);
+  bad = ParseShardIndex("a 1 - x\n", "idx");
+  EXPECT_NE(bad.status().message().find("samples 'x' is not a number"), std::string::npos);
+  bad = ParseShardIndex("a 1 - 2 3\n", "idx");
+  EXPECT_NE(bad.status().message().find("unexpected '3'"), std::string::npos);
+}
+
+TEST(ShardCache, PartsLeftByTheDeadCountAndAreEvictedFirst) {
+  const std::string dir = ::testing::TempDir() + "orphans_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  auto cache = ShardCache::Open(dir, 10000, EvictionOrder::kOldest);
+  ASSERT_TRUE(cache.ok());
+  std::ofstream(dir + "/old.tar.part") << std::string(6000, 'x');  // its downloader died
+  EXPECT_EQ(cache.value()->UsedBytes().value(), 6000u);
+  fs::create_directories(dir + "/src");
+  std::ofstream(dir + "/src/new.tar") << std::string(5000, 'y');
+  auto store = Store::Open(dir + "/src");
+  ASSERT_TRUE(store.ok());
+  auto pin = cache.value()->Fetch(*store.value(), ShardInfo{"new.tar", 5000});
+  ASSERT_TRUE(pin.ok()) << pin.status().ToString();
+  EXPECT_FALSE(fs::exists(dir + "/old.tar.part"));
+  EXPECT_EQ(cache.value()->UsedBytes().value(), 5000u);
+  fs::remove_all(dir);
+}
+
+TEST(Streaming, FullModeThroughTheCppLoaderEverySampleOnce) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("full");
+  auto ds = StreamingDataset::Open(Options(dir, StreamingMode::kFull, 4 * ShardBytes(dir)));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  EXPECT_EQ(ds.value()->size(), uint64_t{kShards * kPerShard});
+  LoaderOptions lo;
+  lo.batch_size = 7;
+  lo.shuffle = true;
+  lo.num_workers = 2;
+  auto l = Loader::Create(ds.value(), lo);
+  ASSERT_TRUE(l.ok());
+  for (int e = 0; e < 2; ++e) {
+    std::vector<int64_t> ys = Epoch(*l.value());
+    std::sort(ys.begin(), ys.end());
+    ASSERT_EQ(ys.size(), size_t{kShards * kPerShard});
+    for (int i = 0; i < kShards * kPerShard; ++i) ASSERT_EQ(ys[i], i);
+  }
+  const StreamingStats st = ds.value()->stats();
+  EXPECT_GT(st.evictions, 0u);
+  EXPECT_LE(st.used_bytes, 4 * ShardBytes(dir));
+  EXPECT_EQ(st.seen_shards, uint64_t{kShards});
+  l.value().reset();
+  ds.value().reset();
+  fs::remove_all(dir);
+}
+
+TEST(Streaming, RanksTakeEqualDisjointContiguousParts) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("ranks");
+  auto ds = StreamingDataset::Open(Options(dir, StreamingMode::kFull, 1 << 30));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  std::multiset<int64_t> all;
+  for (uint32_t r = 0; r < 3; ++r) {
+    std::vector<int64_t> o = ds.value()->Order(SampleOrder{4, true, 9, r, 3, true});
+    EXPECT_EQ(o.size(), size_t{(kShards * kPerShard + 2) / 3});
+    all.insert(o.begin(), o.end());
+    // Contiguous in the epoch's shard-by-shard order: few shards per rank.
+    std::set<int64_t> shards;
+    for (int64_t i : o) shards.insert(i / kPerShard);
+    EXPECT_LE(shards.size(), size_t{kShards / 3 + 3});
+  }
+  for (int i = 0; i < kShards * kPerShard; ++i) EXPECT_GE(all.count(i), 1u);
+  EXPECT_EQ(all.size(), size_t{(kShards * kPerShard + 2) / 3 * 3});  // padded by repeating
+  // The same (seed, epoch) gives the same order; another epoch another.
+  EXPECT_EQ(ds.value()->Order(SampleOrder{4, true, 9, 0, 1, true}), ds.value()->Order(SampleOrder{4, true, 9, 0, 1, true}));
+  EXPECT_NE(ds.value()->Order(SampleOrder{4, true, 9, 0, 1, true}), ds.value()->Order(SampleOrder{5, true, 9, 0, 1, true}));
+  ds.value().reset();
+  fs::remove_all(dir);
+}
+
+TEST(Streaming, GrowingModeEpochsAreTheCachedShardsAndRepeatable) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("growing");
+  StreamingOptions o = Options(dir, StreamingMode::kGrowing, 1 << 30);
+  o.min_shards = 3;
+  auto ds = StreamingDataset::Open(o);
+  ASSERT_TRUE(ds.value() != nullptr) << ds.status().ToString();
+  EXPECT_GE(ds.value()->epoch_shards().size(), 3u);
+  LoaderOptions lo;
+  lo.batch_size = 5;
+  lo.shuffle = true;
+  auto l = Loader::Create(ds.value(), lo);
+  ASSERT_TRUE(l.ok());
+  std::vector<int64_t> ys = Epoch(*l.value());
+  EXPECT_EQ(ys.size(), ds.value()->epoch_shards().size() * kPerShard);
+  // Wait until every shard is cached: the next epoch has them all.
+  for (int i = 0; i < 500 && ds.value()->stats().cached_shards < kShards; ++i) usleep(10000);
+  ys = Epoch(*l.value());
+  EXPECT_EQ(ys.size(), size_t{kShards * kPerShard});
+  // An epoch repeated from its shard list (a resume, or rank 0's snapshot).
+  ds.value()->UseShards({"shard-5.tfrecord", "shard-1.tfrecord"});
+  ASSERT_TRUE(ds.value()->BeginEpoch(9).ok());
+  EXPECT_EQ(ds.value()->epoch_shards(), (std::vector<std::string>{"shard-1.tfrecord", "shard-5.tfrecord"}));
+  EXPECT_EQ(ds.value()->size(), uint64_t{2 * kPerShard});
+  ds.value()->UseShards({"nope.tfrecord"});
+  Status st = ds.value()->BeginEpoch(10);
+  EXPECT_NE(st.message().find("shard 'nope.tfrecord'"), std::string::npos) << st.ToString();
+  l.value().reset();
+  ds.value().reset();
+  fs::remove_all(dir);
+}
+
+TEST(Streaming, ErrorsNameWhatIsWrong) {
+  const std::string dir = MakeRemote("errors");
+  StreamingOptions o = Options(dir, StreamingMode::kFull, 1 << 30);
+  o.features.clear();
+  EXPECT_NE(StreamingDataset::Open(o).status().message().find("declare the TFRecord features"), std::string::npos);
+  o = Options(dir, StreamingMode::kFull, 1 << 30);
+  o.index = "missing.txt";
+  EXPECT_FALSE(StreamingDataset::Open(o).ok());
+  o = Options(dir, StreamingMode::kGrowing, 100);
+  EXPECT_NE(StreamingDataset::Open(o).status().message().find("is larger than max_bytes"), std::string::npos);
+  // A forked child cannot read (no fetchers there): an error, not a hang.
+  auto ds = StreamingDataset::Open(Options(dir, StreamingMode::kFull, 1 << 30));
+  ASSERT_TRUE(ds.ok());
+  LoaderOptions lo;
+  lo.use_processes = true;
+  lo.batch_size = 4;
+  auto l = Loader::Create(ds.value(), lo);
+  ASSERT_TRUE(l.ok());
+  Batch b;
+  bool end = false;
+  Status s = l.value()->Next(&b, &end);
+  EXPECT_NE(s.message().find("read in the process that opened it"), std::string::npos) << s.ToString();
+  l.value().reset();
+  ds.value().reset();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace stoker
