@@ -39,8 +39,11 @@ class Store {
   // The whole of `name` appended to file descriptor `fd` from its current
   // size on (a retry resumes where the last attempt stopped; a second call
   // after a failure resumes too).  expected_size (0: unknown) is checked.
-  // *bytes: the object's size.
-  virtual Status Download(const std::string& name, int fd, uint64_t expected_size, uint64_t* bytes) = 0;
+  // *bytes: the object's size.  crc32c (optional): in, the CRC-32C of the
+  // bytes `fd` holds already; out, of the whole object, computed while it
+  // was written (no second pass).
+  virtual Status Download(const std::string& name, int fd, uint64_t expected_size, uint64_t* bytes,
+                          uint32_t* crc32c = nullptr) = 0;
   // The whole of `name` (an index file).
   virtual Result<std::string> ReadAll(const std::string& name) = 0;
   // Counters: requests made and retried, bytes received.

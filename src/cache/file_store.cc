@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "cache/file_sink.h"
 #include "core/unique_fd.h"
 #include "io/file_reader.h"
 
@@ -27,7 +28,8 @@ Status FileStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
   return Status::OK();
 }
 
-Status FileStore::Download(const std::string& name, int fd, uint64_t expected_size, uint64_t* bytes) {
+Status FileStore::Download(const std::string& name, int fd, uint64_t expected_size, uint64_t* bytes,
+                           uint32_t* crc32c) {
   ++requests_;
   const std::string path = Locate(name);
   UniqueFd in(open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -43,19 +45,16 @@ Status FileStore::Download(const std::string& name, int fd, uint64_t expected_si
   uint64_t at = static_cast<uint64_t>(out.st_size);
   if (at > size) return Status::DataLoss("a partial download of " + path + " is longer than the file");
   std::vector<char> buf(1 << 20);
+  FileSink sink(fd, at, "a download of " + path, crc32c);
   while (at < size) {
     const ssize_t got = pread(in.get(), buf.data(), std::min<uint64_t>(buf.size(), size - at), static_cast<off_t>(at));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) return got < 0 ? Status::IOError("read " + path, errno) : Status::DataLoss(path + " shrank while copied");
-    for (ssize_t done = 0; done < got;) {
-      const ssize_t w = pwrite(fd, buf.data() + done, static_cast<size_t>(got - done), static_cast<off_t>(at + done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return Status::IOError("write of a download of " + path, errno);
-      done += w;
-    }
+    STOKER_RETURN_IF_ERROR(sink.Append(buf.data(), static_cast<size_t>(got)));
     at += static_cast<uint64_t>(got);
     bytes_ += static_cast<uint64_t>(got);
   }
+  STOKER_RETURN_IF_ERROR(sink.Flush());
   *bytes = size;
   return Status::OK();
 }

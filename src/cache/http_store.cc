@@ -11,6 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include "cache/file_sink.h"
+
 namespace stoker {
 
 struct HttpStore::Response {
@@ -26,11 +28,15 @@ namespace {
 
 struct Sink {
   const std::function<bool(const char*, size_t)>* fn;
+  CURL* curl;
   bool failed = false;
 };
 
 size_t WriteCb(char* p, size_t size, size_t n, void* user) {
   auto* s = static_cast<Sink*>(user);
+  long status = 0;
+  curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (status < 200 || status >= 300) return size * n;  // an error page is not the object's bytes
   if (!(*s->fn)(p, size * n)) {
     s->failed = true;
     return 0;
@@ -97,7 +103,7 @@ HttpStore::Response HttpStore::Perform(const std::string& url, bool head, const 
   CURL* c = static_cast<CURL*>(curl_);
   curl_easy_reset(c);  // options only: the connection cache stays
   Response r;
-  Sink s{&sink};
+  Sink s{&sink, c};
   char err[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -106,6 +112,7 @@ HttpStore::Response HttpStore::Perform(const std::string& url, bool head, const 
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o_.connect_timeout_s * 1000));
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o_.stall_timeout_s)));
+  curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);  // fewer, larger writes (curl's default is 16 KiB)
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, HeaderCb);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
   if (head) {
@@ -205,7 +212,8 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
   });
 }
 
-Status HttpStore::Download(const std::string& name, int fd, uint64_t expected_size, uint64_t* bytes) {
+Status HttpStore::Download(const std::string& name, int fd, uint64_t expected_size, uint64_t* bytes,
+                           uint32_t* crc32c) {
   const std::string url = Locate(name);
   return WithRetries("GET " + url, [&](bool* transient) -> Status {
     struct stat st {};
@@ -216,26 +224,21 @@ Status HttpStore::Download(const std::string& name, int fd, uint64_t expected_si
       return Status::OK();
     }
     const uint64_t start = at;
-    int write_errno = 0;
+    FileSink sink(fd, at, "the download of " + url, crc32c);
+    Status write_error;
     Response r = Perform(url, false, at ? std::to_string(at) + "-" : "", [&](const char* p, size_t k) {
-      for (size_t done = 0; done < k;) {
-        const ssize_t w = pwrite(fd, p + done, k - done, static_cast<off_t>(at));
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-          write_errno = errno;
-          return false;
-        }
-        done += static_cast<size_t>(w);
-        at += static_cast<uint64_t>(w);
-      }
+      write_error = sink.Append(p, k);
       bytes_ += k;
-      return true;
+      return write_error.ok();
     });
-    if (write_errno) return Status::IOError("writing the download of " + url, write_errno);
+    if (write_error.ok()) write_error = sink.Flush();  // what arrived stays, for a resume
+    if (!write_error.ok()) return write_error;
+    at = sink.at();
     if (r.status == 200 && start > 0 && r.code == CURLE_OK) {
       // The server ignored the range and sent it all from byte 0 after our
       // partial bytes: start over.
       if (ftruncate(fd, 0) != 0) return Status::IOError("truncate of the download target of " + url, errno);
+      if (crc32c) *crc32c = 0;
       *transient = true;
       return Status::IOError("the server ignored the range request; downloading again from the start", EIO);
     }

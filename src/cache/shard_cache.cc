@@ -179,16 +179,23 @@ Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
     if (!fd.valid()) return Status::IOError("create " + part, errno);
     struct stat st {};
     if (fstat(fd.get(), &st) != 0) return Status::IOError("fstat " + part, errno);
-    const bool resumed = st.st_size > 0;
-    if (static_cast<uint64_t>(st.st_size) > shard.size && ftruncate(fd.get(), 0) != 0)
-      return Status::IOError("truncate " + part, errno);
+    uint64_t have = static_cast<uint64_t>(st.st_size);
+    if (have > shard.size) {  // not a prefix of this shard
+      if (ftruncate(fd.get(), 0) != 0) return Status::IOError("truncate " + part, errno);
+      have = 0;
+    }
+    const bool resumed = have > 0;
     uint64_t got = 0;
     const uint64_t before = store.bytes_received();
-    Status s = store.Download(shard.name, fd.get(), shard.size, &got);
+    // The CRC of a resumed part's bytes, then of the rest as it arrives.
+    uint32_t crc = 0;
+    if (shard.has_crc && resumed) {
+      STOKER_ASSIGN_OR_RETURN(crc, FileCrc32c(fd.get(), have, part));
+    }
+    Status s = store.Download(shard.name, fd.get(), shard.size, &got, shard.has_crc ? &crc : nullptr);
     bytes_downloaded_ += store.bytes_received() - before;
     if (!s.ok()) return Status::FromCode(s.code(), "shard " + shard.name + ": " + s.message());
     if (shard.has_crc) {
-      STOKER_ASSIGN_OR_RETURN(uint32_t crc, FileCrc32c(fd.get(), shard.size, part));
       if (crc != shard.crc32c) {
         unlink(part.c_str());
         if (resumed) continue;  // a crash may have left bad bytes in the part: once more from scratch

@@ -102,3 +102,13 @@ def test_server_killed_mid_download_resumes_with_a_range_request(server, www, tm
     assert got == len(data) and out.read_bytes() == data
     assert s.retries >= 1, "the cut transfer was retried"
     assert s.bytes_received < 2 * len(data), "resumed from where it stopped, not from the start"
+
+
+def test_an_error_page_never_lands_in_a_download(server, tmp_path):
+    # nginx answers 404 with an HTML body: the partial file keeps its bytes
+    # (a later resume must not continue from an error page's end).
+    part = tmp_path / "gone.part"
+    part.write_bytes(b"0123456789")
+    with pytest.raises(ValueError, match="no such object on the store"):
+        Store(server.url).download("gone.bin", str(part), 20)
+    assert part.read_bytes() == b"0123456789"
