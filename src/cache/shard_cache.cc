@@ -217,6 +217,7 @@ Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
     ++downloads_;
     pin->fd_ = std::move(fd);
     pin->path_ = path;
+    pin->downloaded_ = true;
     return Status::OK();
   }
   return Status::Internal("unreachable");

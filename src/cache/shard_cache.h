@@ -45,11 +45,14 @@ class ShardCache {
     Pin() = default;
     const std::string& path() const { return path_; }
     bool valid() const { return fd_.valid(); }
+    // Downloaded (and checked against the index) by this Fetch, not a hit.
+    bool downloaded() const { return downloaded_; }
 
    private:
     friend class ShardCache;
     UniqueFd fd_;
     std::string path_;
+    bool downloaded_ = false;
   };
 
   // The shard, downloaded from `store` first unless it is cached, pinned.

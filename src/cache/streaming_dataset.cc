@@ -134,12 +134,15 @@ struct StreamingDataset::Impl {
 
   // ---- shards -------------------------------------------------------------
 
-  Result<std::unique_ptr<NativeDataset>> OpenShard(uint32_t shard, const std::string& path) {
+  // `verified`: the file was just downloaded and matched the index's CRC-32C,
+  // so its records' own CRCs need no second check.
+  Result<std::unique_ptr<NativeDataset>> OpenShard(uint32_t shard, const std::string& path, bool verified) {
     std::unique_ptr<NativeDataset> d;
     if (o.format == ShardFormat::kTFRecord) {
       TFRecordOptions to;
       to.index_dir = o.local + "/.stoker-index";
       to.on_error = o.on_error;
+      to.verify_crc = !verified;
       STOKER_ASSIGN_OR_RETURN(auto t, TFRecordDataset::Open({path}, o.features, to));
       d = std::move(t);
     } else {
@@ -170,7 +173,8 @@ struct StreamingDataset::Impl {
   Status EnsureOpen(Slot& s) {
     std::lock_guard<std::mutex> g(s.open_mu);
     if (s.state.load() == kOpen) return Status::OK();
-    Result<std::unique_ptr<NativeDataset>> d = OpenShard(s.shard, s.pin.path());
+    Result<std::unique_ptr<NativeDataset>> d =
+        OpenShard(s.shard, s.pin.path(), s.pin.downloaded() && shards[s.shard].has_crc);
     if (!d.ok()) {
       std::lock_guard<std::mutex> l(mu);
       s.error = d.status();
