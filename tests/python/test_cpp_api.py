@@ -2,7 +2,8 @@
 headers, libstoker.a and a CMake package in a prefix; examples/cpp (an
 outside project: find_package(stoker), target_link_libraries(... stoker::stoker))
 builds against it, and its programs run: a plain C++ checksum reader
-(threads and worker processes) and a libtorch training loop."""
+(threads and worker processes), a reader of the streaming cache over a real
+nginx, and a libtorch training loop."""
 import os
 import shutil
 import subprocess
@@ -49,7 +50,8 @@ def examples(prefix, tmp_path_factory):
 
 def test_install_layout(prefix):
     for rel in ["include/stoker/loader.h", "include/stoker/batch.h", "include/stoker/native_dataset.h",
-                "include/stoker/status.h", "lib/libstoker.a", "lib/cmake/stoker/stokerConfig.cmake",
+                "include/stoker/status.h", "include/stoker/streaming.h", "include/stoker/store.h",
+                "include/stoker/shard_index.h", "include/stoker/tar_fields.h", "lib/libstoker.a", "lib/cmake/stoker/stokerConfig.cmake",
                 "lib/cmake/stoker/stokerConfigVersion.cmake"]:
         assert os.path.exists(os.path.join(prefix, rel)), rel
     # The public headers include nothing outside include/stoker.
@@ -78,3 +80,26 @@ def test_libtorch_program_trains_on_a_native_dataset(examples, tmp_path):
         pytest.fail("libtorch was not found by examples/cpp (torch.utils.cmake_prefix_path)")
     r = run([str(examples / "train_libtorch"), str(tmp_path)], timeout=300)
     assert "trained: loss" in r.stdout and r.stdout.count("4096 samples") == 5
+
+
+def test_cpp_program_streams_from_nginx(examples, tmp_path):
+    import numpy as np
+    from stoker.cache import write_index
+    from stoker.io import write_tfrecord
+    sys.path.insert(0, os.path.dirname(__file__))
+    from nginx import Nginx
+    www = tmp_path / "www"
+    www.mkdir()
+    for s in range(10):
+        write_tfrecord(str(www / f"part-{s}.tfrecord"), [{"y": np.int64(s * 100 + i)} for i in range(100)])
+    write_index(www)
+    biggest = max(os.path.getsize(www / f) for f in os.listdir(www))
+    server = Nginx(tmp_path / "nginx", www).start()
+    try:
+        r = run([str(examples / "stream"), server.url, str(tmp_path / "cache"), str(6 * biggest), "full", "2"],
+                timeout=120)
+    finally:
+        server.stop()
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 2 and all("1000 samples from 10 shards, each once: yes" in ln for ln in lines), r.stdout
+    assert " 0 evictions" not in lines[1]  # a cache of 6 shards for 10: it turned over
