@@ -425,3 +425,31 @@ def test_index_command(tmp_path):
     assert [(r[0], r[3]) for r in rows] == [("shard-000.tfrecord", PER_SHARD), ("shard-001.tfrecord", PER_SHARD)]
     from crc32c_ref import crc32c
     assert rows[0][2] == crc32c(open(os.path.join(root, "shard-000.tfrecord"), "rb").read())
+
+
+@pytest.mark.skipif(not os.path.exists(shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable),
+                                                                                  "torchrun")),
+                    reason="torchrun not installed")
+def test_two_ranks_of_a_torchrun_job_read_the_same_growing_epochs(server, tmp_path):
+    import json
+    import socket
+    torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([torchrun, "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={port}",
+                        os.path.join(os.path.dirname(__file__), "ddp_stream.py"), "--url", server.url + "/slow",
+                        "--cache", str(tmp_path / "shared"), "--out", str(tmp_path)],
+                       env=env, capture_output=True, text=True, timeout=300, start_new_session=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    logs = [json.load(open(tmp_path / f"rank{k}.json")) for k in (0, 1)]
+    sizes = []
+    for e0, e1 in zip(*logs):
+        assert e0["shards"] == e1["shards"], "the ranks read different snapshots"
+        want = sorted(ids_of(e0["shards"]))
+        assert len(e0["ys"]) == len(e1["ys"]) == (len(want) + 1) // 2
+        assert sorted(set(e0["ys"]) | set(e1["ys"])) == want  # together: the epoch, once (plus padding)
+        assert len(set(e0["ys"]) & set(e1["ys"])) <= 1
+        sizes.append(len(e0["shards"]))
+    assert sizes == sorted(sizes)
