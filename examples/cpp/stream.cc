@@ -54,11 +54,12 @@ int main(int argc, char** argv) {
     std::sort(ids.begin(), ids.end());
     const bool once = std::adjacent_find(ids.begin(), ids.end()) == ids.end() && ids.size() == ds.value()->size();
     const stoker::StreamingStats st = ds.value()->stats();
-    std::printf("epoch %d: %zu samples from %llu shards, each once: %s; cached %llu shards, %llu downloads, "
-                "%llu evictions, %.0f%% of the remote seen\n",
+    std::printf("epoch %d: %zu samples from %llu shards, each once: %s; cached %llu shards, %llu hits, "
+                "%llu downloads (%llu through memory), %.0f%% of the remote seen\n",
                 e, ids.size(), static_cast<unsigned long long>(st.epoch_shards), once ? "yes" : "NO",
-                static_cast<unsigned long long>(st.cached_shards), static_cast<unsigned long long>(st.downloads),
-                static_cast<unsigned long long>(st.evictions), 100 * st.fraction_seen);
+                static_cast<unsigned long long>(st.cached_shards), static_cast<unsigned long long>(st.hits),
+                static_cast<unsigned long long>(st.downloads), static_cast<unsigned long long>(st.streamed),
+                100 * st.fraction_seen);
     if (!once) return 1;
   }
   return 0;

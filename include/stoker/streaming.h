@@ -11,7 +11,13 @@
 //             make room for new ones, so the local set turns over the whole
 //             remote dataset;
 //   kFull     each epoch is the whole remote dataset: shards not cached are
-//             fetched as the readers reach them, `prefetch` shards ahead.
+//             fetched as the readers reach them, `prefetch` shards ahead
+//             (a speculative fetch leaves a window's worth of buffers free);
+//             while the cache has room they are kept in it, and once it is
+//             full the rest stream through a few reused memory buffers
+//             (stream_buffers) instead of evicting: on a pass over a dataset
+//             larger than the cache, evicting would only throw away shards
+//             the next epoch could have read from disk.
 //
 // Order: an epoch's samples come shard by shard (shards shuffled, and the
 // samples of `shuffle_window` shards at a time shuffled together), so a
@@ -60,6 +66,8 @@ struct StreamingOptions {
   OnError on_error = OnError::kRaise;
   uint32_t fetchers = 2;                // download threads (each with its own connection)
   uint32_t prefetch = 4;                // kFull: shards fetched ahead of the readers
+  uint32_t stream_buffers = 0;          // kFull: memory buffers for shards the cache has no room for
+                                        // (each as large as the largest shard); 0: 2 * shuffle_window + 2
   uint32_t shuffle_window = 4;          // shards whose samples are shuffled together
   uint32_t min_shards = 1;              // kGrowing: an epoch waits for this many cached shards
   uint64_t fetch_seed = 0;              // kGrowing: the order the fetchers take the remote shards in
@@ -71,7 +79,9 @@ struct StreamingStats {
   uint64_t epoch = 0, epoch_shards = 0, epoch_samples = 0;
   uint64_t cached_shards = 0, cached_bytes = 0;  // this dataset's shards complete in the cache
   uint64_t used_bytes = 0, max_bytes = 0;        // the directory: complete, downloading, left by the dead
-  uint64_t hits = 0, downloads = 0;              // shard pins served from the cache / downloaded
+  uint64_t hits = 0, downloads = 0;              // shards served from the cache / downloaded (either way)
+  uint64_t streamed = 0;                         // kFull: downloaded into memory (no room in the cache)
+  uint64_t stream_buffer_bytes = 0;              // memory those buffers hold
   double hit_rate = 0;                           // hits / (hits + downloads)
   uint64_t bytes_downloaded = 0;
   double fetch_seconds = 0;                      // wall time with at least one download running

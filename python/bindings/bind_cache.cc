@@ -51,6 +51,8 @@ py::dict StatsDict(const StreamingStats& s) {
   d["max_bytes"] = s.max_bytes;
   d["hits"] = s.hits;
   d["downloads"] = s.downloads;
+  d["streamed"] = s.streamed;
+  d["stream_buffer_bytes"] = s.stream_buffer_bytes;
   d["hit_rate"] = s.hit_rate;
   d["bytes_downloaded"] = s.bytes_downloaded;
   d["fetch_seconds"] = s.fetch_seconds;
@@ -162,7 +164,8 @@ void BindCache(py::module_& m) {
                              const std::string& index, const std::string& format,
                              const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>& features,
                              const std::vector<std::tuple<std::string, std::string, std::string, std::vector<int64_t>>>& tar_fields,
-                             const std::string& on_error, uint32_t fetchers, uint32_t prefetch, uint32_t shuffle_window,
+                             const std::string& on_error, uint32_t fetchers, uint32_t prefetch, uint32_t stream_buffers,
+                             uint32_t shuffle_window,
                              uint32_t min_shards, uint64_t fetch_seed, double wait_timeout_s, int attempts,
                              double backoff_s, double max_backoff_s, double connect_timeout_s, double stall_timeout_s) {
              StreamingOptions o;
@@ -187,6 +190,7 @@ void BindCache(py::module_& m) {
              o.on_error = ParseOnError(on_error);
              o.fetchers = fetchers;
              o.prefetch = prefetch;
+             o.stream_buffers = stream_buffers;
              o.shuffle_window = shuffle_window;
              o.min_shards = min_shards;
              o.fetch_seed = fetch_seed;

@@ -20,7 +20,8 @@ fsynced, renamed) under `max_bytes`.  mode="growing": each epoch reads the
 shards cached when it begins, while the cache keeps filling and, once full,
 turns over (eviction="oldest" or "lru"; a shard being read is never
 evicted).  mode="full": each epoch reads the whole remote dataset, fetching
-`prefetch` shards ahead of the readers.  Several loaders (the ranks of a
+`prefetch` shards ahead of the readers (kept in the cache while it has room,
+the rest streamed through reused memory buffers).  Several loaders (the ranks of a
 node) may share `local`.  Read by stoker.DataLoader's C++ threads.
 
 Below it: Store (one store), ShardCache (whole shards in a directory under a
@@ -82,7 +83,8 @@ def write_index(directory: str | os.PathLike, name: str = "index.txt", format: s
 class StreamingDataset(NativeDataset):
     """StreamingDataset(remote, local, max_bytes, mode="growing", *,
     features=None, fields=None, shards=None, index="index.txt",
-    eviction="oldest", fetchers=2, prefetch=4, shuffle_window=4, min_shards=1,
+    eviction="oldest", fetchers=2, prefetch=4, stream_buffers=0,
+    shuffle_window=4, min_shards=1,
     fetch_seed=0, wait_timeout=None, on_error="raise", attempts=5,
     backoff_s=0.1, max_backoff_s=5.0, connect_timeout_s=10.0,
     stall_timeout_s=30.0)
@@ -93,7 +95,10 @@ class StreamingDataset(NativeDataset):
     fields= (tar shards, as stoker.io.TarShardDataset; None infers them).
     mode: "growing" (each epoch: the shards cached when it begins, at least
     min_shards, waiting for them; wait_timeout= seconds gives up) or "full"
-    (each epoch: every shard, streamed; needs the samples column in the index).
+    (each epoch: every shard, streamed; needs the samples column in the index;
+    shards kept in the cache while it has room, the rest read through
+    stream_buffers reused memory buffers, default 2 * shuffle_window + 2, each
+    the size of the largest shard).
     An epoch's samples come shard by shard: shards shuffled, and the samples of
     shuffle_window shards at a time shuffled together (stoker.DataLoader uses
     this order; its seed= and set_epoch() drive it).  The constructor returns
@@ -102,7 +107,8 @@ class StreamingDataset(NativeDataset):
     def __init__(self, remote: str | os.PathLike, local: str | os.PathLike, max_bytes: int, mode: str = "growing", *,
                  features: Mapping[str, tuple] | None = None, fields: Mapping[str, Any] | None = None,
                  shards=None, index: str = "index.txt", eviction: str = "oldest", fetchers: int = 2,
-                 prefetch: int = 4, shuffle_window: int = 4, min_shards: int = 1, fetch_seed: int = 0,
+                 prefetch: int = 4, stream_buffers: int = 0, shuffle_window: int = 4, min_shards: int = 1,
+                 fetch_seed: int = 0,
                  wait_timeout: float | None = None, on_error: str = "raise", attempts: int = 5,
                  backoff_s: float = 0.1, max_backoff_s: float = 5.0, connect_timeout_s: float = 10.0,
                  stall_timeout_s: float = 30.0):
@@ -113,11 +119,11 @@ class StreamingDataset(NativeDataset):
             raise ValueError("StreamingDataset: features= is for TFRecord shards, fields= for tar shards: give one")
         if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
             raise ValueError(f"StreamingDataset: max_bytes should be a positive int (bytes), got {max_bytes!r}")
-        for name, v in (("fetchers", fetchers), ("prefetch", prefetch), ("shuffle_window", shuffle_window),
-                        ("min_shards", min_shards)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "prefetch" else 1):
-                raise ValueError(f"StreamingDataset: {name} should be an int >= {0 if name == 'prefetch' else 1}, "
-                                 f"got {v!r}")
+        for name, v in (("fetchers", fetchers), ("prefetch", prefetch), ("stream_buffers", stream_buffers),
+                        ("shuffle_window", shuffle_window), ("min_shards", min_shards)):
+            least = 0 if name in ("prefetch", "stream_buffers") else 1
+            if not isinstance(v, int) or isinstance(v, bool) or v < least:
+                raise ValueError(f"StreamingDataset: {name} should be an int >= {least}, got {v!r}")
         fmt = "tfrecord" if features is not None else "tar"
         feats = _feature_specs(features, "StreamingDataset") if features is not None else []
         decls = _tar_decls(fields, "StreamingDataset")
@@ -125,7 +131,7 @@ class StreamingDataset(NativeDataset):
         self._args = (os.fspath(remote), os.fspath(local), max_bytes, mode)
         self._native = N.lib.StreamingDataset.open(
             os.fspath(remote), os.fspath(local), int(max_bytes), mode, eviction, shard_rows, index, fmt, feats, decls,
-            on_error, fetchers, prefetch, shuffle_window, min_shards, int(fetch_seed),
+            on_error, fetchers, prefetch, stream_buffers, shuffle_window, min_shards, int(fetch_seed),
             float(wait_timeout or 0), int(attempts), float(backoff_s), float(max_backoff_s),
             float(connect_timeout_s), float(stall_timeout_s))
 

@@ -13,6 +13,7 @@
 #include "stoker/streaming.h"
 
 #include <dirent.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <climits>
 #include <condition_variable>
@@ -31,6 +33,8 @@
 
 #include "cache/shard_cache.h"
 #include "core/mix.h"
+#include "core/unique_fd.h"
+#include "io/crc32c.h"
 #include "io/tar_shard_dataset.h"
 #include "io/tfrecord_dataset.h"
 
@@ -40,6 +44,19 @@ namespace {
 
 enum SlotState : int { kWaiting, kFetching, kPinned, kOpen, kReleased, kFailed };
 
+// kFull: a shard the cache has no room for lives in one of these (a memfd,
+// mapped; reused from shard to shard, so no page is allocated or freed per
+// shard) from its download until the readers are done with it.
+struct StreamBuffer {
+  UniqueFd fd;
+  uint8_t* map = nullptr;
+  uint64_t capacity = 0;
+  bool busy = false;
+  ~StreamBuffer() {
+    if (map) munmap(map, capacity);
+  }
+};
+
 struct Slot {
   uint32_t shard = 0;  // in the remote list
   uint64_t first = 0, count = 0;
@@ -47,6 +64,7 @@ struct Slot {
   std::atomic<int64_t> remaining{INT64_MAX};  // reads left in the epoch's order
   bool demanded = false;
   ShardCache::Pin pin;
+  StreamBuffer* mem = nullptr;  // instead of a pin: the shard is in memory
   std::unique_ptr<NativeDataset> data;
   std::mutex open_mu;
   Status error;
@@ -120,8 +138,10 @@ struct StreamingDataset::Impl {
   uint64_t interrupts = 0;
   std::vector<std::thread> threads;
 
+  std::vector<std::unique_ptr<StreamBuffer>> buffers;  // kFull (under mu)
+
   // Stats (under mu).
-  uint64_t fetch_errors = 0, consecutive_failures = 0, snapshot_hits = 0;
+  uint64_t fetch_errors = 0, consecutive_failures = 0, snapshot_hits = 0, streamed = 0, stream_bytes = 0;
   std::string last_error;
   int downloading = 0;
   uint64_t bytes_in_flight = 0;
@@ -136,11 +156,13 @@ struct StreamingDataset::Impl {
 
   // `verified`: the file was just downloaded and matched the index's CRC-32C,
   // so its records' own CRCs need no second check.
-  Result<std::unique_ptr<NativeDataset>> OpenShard(uint32_t shard, const std::string& path, bool verified) {
+  // `memory`: a stream buffer (its record index is not kept on disk).
+  Result<std::unique_ptr<NativeDataset>> OpenShard(uint32_t shard, const std::string& path, bool verified, bool memory) {
     std::unique_ptr<NativeDataset> d;
     if (o.format == ShardFormat::kTFRecord) {
       TFRecordOptions to;
       to.index_dir = o.local + "/.stoker-index";
+      to.index_cache = !memory;
       to.on_error = o.on_error;
       to.verify_crc = !verified;
       STOKER_ASSIGN_OR_RETURN(auto t, TFRecordDataset::Open({path}, o.features, to));
@@ -173,8 +195,10 @@ struct StreamingDataset::Impl {
   Status EnsureOpen(Slot& s) {
     std::lock_guard<std::mutex> g(s.open_mu);
     if (s.state.load() == kOpen) return Status::OK();
+    const bool memory = s.mem != nullptr;
     Result<std::unique_ptr<NativeDataset>> d =
-        OpenShard(s.shard, s.pin.path(), s.pin.downloaded() && shards[s.shard].has_crc);
+        memory ? OpenShard(s.shard, "/proc/self/fd/" + std::to_string(s.mem->fd.get()), shards[s.shard].has_crc, true)
+               : OpenShard(s.shard, s.pin.path(), s.pin.downloaded() && shards[s.shard].has_crc, false);
     if (!d.ok()) {
       std::lock_guard<std::mutex> l(mu);
       s.error = d.status();
@@ -194,6 +218,10 @@ struct StreamingDataset::Impl {
     s.data.reset();
     ShardCache::MarkUsed(s.pin);
     s.pin = ShardCache::Pin();
+    if (s.mem) {
+      s.mem->busy = false;  // back to the pool
+      s.mem = nullptr;
+    }
     s.state = kReleased;
     cv.notify_all();
   }
@@ -344,21 +372,39 @@ struct StreamingDataset::Impl {
         continue;
       }
       const ShardInfo& info = shards[job.shard];
-      if (job.speculative && !RoomForSpeculationLocked(info)) {
-        // Fetching ahead would leave no room for what the readers ask for
-        // next (a cached shard too: pinning it early takes it out of the
-        // evictable); wait for a release.
-        cv.wait_for(l, std::chrono::milliseconds(200));
-        continue;
+      const bool cached = cache->IsCached(info);
+      // kFull with no room left in the cache: into a memory buffer instead
+      // of evicting shards a later epoch would read.
+      StreamBuffer* buf = nullptr;
+      if (o.mode == StreamingMode::kFull && job.slot && !cached && !CacheHasRoomLocked(info)) {
+        buf = AcquireBufferLocked(job.speculative);
+        if (!buf) {
+          cv.wait_for(l, std::chrono::milliseconds(200));  // the readers hold them all: wait for a release
+          continue;
+        }
       }
       if (job.slot) job.slot->state = kFetching;
       in_flight[job.shard] = true;
-      const bool cached = cache->IsCached(info);
       if (!cached && ++downloading == 1) busy_since = Now();
       if (!cached) bytes_in_flight += info.size;
       l.unlock();
-      Result<ShardCache::Pin> pin = cache->Fetch(*store, info);
+      Result<ShardCache::Pin> pin = Status::OK();
+      Status streamed_st;
+      if (buf) {
+        streamed_st = ReadIntoBuffer(*store, info, buf);
+      } else {
+        pin = cache->Fetch(*store, info);
+      }
       l.lock();
+      if (buf) {
+        if (streamed_st.ok()) {
+          ++streamed;
+          pin = ShardCache::Pin();  // (none: the slot holds the buffer)
+        } else {
+          buf->busy = false;
+          pin = streamed_st;
+        }
+      }
       in_flight[job.shard] = false;
       if (!cached) {
         bytes_in_flight -= info.size;
@@ -370,6 +416,7 @@ struct StreamingDataset::Impl {
         if (job.slot) {
           seen[job.shard] = true;
           job.slot->pin = std::move(pin).value();
+          job.slot->mem = buf;
           job.slot->state = kPinned;
         } else {
           fresh.emplace(job.shard, std::move(pin).value());
@@ -406,18 +453,61 @@ struct StreamingDataset::Impl {
     }
   }
 
-  // Under mu: whether a prefetch leaves room for the shards the readers
-  // will ask for next (a shuffle window of them) besides those this dataset
-  // holds pinned.  (Shards the readers are done with are evictable: room.)
-  bool RoomForSpeculationLocked(const ShardInfo& info) const {
-    if (o.mode == StreamingMode::kGrowing) return true;  // Fetch evicts what it may, or says it is full
-    uint64_t held = 0;
-    if (std::shared_ptr<Epoch> ep = cur.load())
-      for (const auto& s : ep->slots) {
-        const int st = s->state.load();
-        if (st == kFetching || st == kPinned || st == kOpen) held += shards[s->shard].size;
+  // Under mu: whether the cache can take `info` without evicting anything.
+  bool CacheHasRoomLocked(const ShardInfo& info) const {
+    Result<uint64_t> used = cache->UsedBytes();
+    return used.ok() && used.value() + info.size <= o.max_bytes;
+  }
+
+  // Under mu: a free stream buffer, or null.  A speculative fetch leaves a
+  // shuffle window of them for the shards the readers ask for.
+  StreamBuffer* AcquireBufferLocked(bool speculative) {
+    const size_t cap = o.stream_buffers ? o.stream_buffers : 2 * size_t{o.shuffle_window} + 2;
+    size_t free = cap - buffers.size();
+    for (const auto& b : buffers) free += !b->busy;
+    if (free == 0 || (speculative && free <= o.shuffle_window)) return nullptr;
+    for (auto& b : buffers)
+      if (!b->busy) {
+        b->busy = true;
+        return b.get();
       }
-    return held + info.size + uint64_t{o.shuffle_window} * max_shard <= o.max_bytes;
+    auto b = std::make_unique<StreamBuffer>();
+    b->fd.reset(memfd_create("stoker-stream", MFD_CLOEXEC));
+    if (!b->fd.valid() || ftruncate(b->fd.get(), static_cast<off_t>(max_shard)) != 0) return nullptr;
+    void* p = mmap(nullptr, max_shard, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, b->fd.get(), 0);
+    if (p == MAP_FAILED) return nullptr;
+    b->map = static_cast<uint8_t*>(p);
+    b->capacity = max_shard;
+    b->busy = true;
+    buffers.push_back(std::move(b));
+    return buffers.back().get();
+  }
+
+  // Downloads `info` into `buf` (range reads, the store's retries) and
+  // checks it against the index's CRC-32C.
+  Status ReadIntoBuffer(Store& store, const ShardInfo& info, StreamBuffer* buf) {
+    // The file is the shard's size (its readers see exactly the shard).
+    if (ftruncate(buf->fd.get(), static_cast<off_t>(info.size)) != 0)
+      return Status::IOError("resize of a stream buffer for shard " + info.name, errno);
+    const uint64_t before = store.bytes_received();
+    Status st = info.size ? store.Read(info.name, 0, info.size, buf->map) : Status::OK();
+    {
+      std::lock_guard<std::mutex> g(mu);
+      stream_bytes += store.bytes_received() - before;
+    }
+    if (!st.ok()) return Status::FromCode(st.code(), "shard " + info.name + ": " + st.message());
+    if (info.has_crc) {
+      const uint32_t crc = Crc32c(buf->map, info.size);
+      if (crc != info.crc32c) {
+        char want[16], have[16];
+        std::snprintf(want, sizeof want, "%08x", info.crc32c);
+        std::snprintf(have, sizeof have, "%08x", crc);
+        return Status::DataLoss("shard " + info.name + " from " + store.Locate(info.name) + ": CRC-32C " + have +
+                                " does not match the index's " + want +
+                                " (the shard on the store is corrupt, or the index is stale)");
+      }
+    }
+    return Status::OK();
   }
 
   // ---- epochs -----------------------------------------------------------------
@@ -595,11 +685,10 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     m.max_shard = std::max(m.max_shard, s.size);
     m.remote_bytes += s.size;
   }
-  if (o.mode == StreamingMode::kFull && o.max_bytes < (uint64_t{o.shuffle_window} + 1) * m.max_shard)
-    return Status::InvalidArgument(what + ": max_bytes (" + std::to_string(o.max_bytes) + ") must hold shuffle_window + 1 = " +
-                                   std::to_string(o.shuffle_window + 1) + " of the largest shards (" +
-                                   std::to_string(m.max_shard) + " bytes each) to stream them; raise max_bytes or "
-                                   "lower shuffle_window");
+  if (o.mode == StreamingMode::kFull && o.stream_buffers && o.stream_buffers <= o.shuffle_window)
+    return Status::InvalidArgument(what + ": stream_buffers (" + std::to_string(o.stream_buffers) +
+                                   ") must be more than shuffle_window (" + std::to_string(o.shuffle_window) +
+                                   "): the readers hold a window of shards at once");
   STOKER_ASSIGN_OR_RETURN(m.cache, ShardCache::Open(o.local, o.max_bytes, o.eviction));
   // Record indexes of cached TFRecord shards live in a hidden directory the
   // cache does not count; those of shards no longer cached are swept.
@@ -774,9 +863,11 @@ StreamingStats StreamingDataset::stats() const {
   s.used_bytes = used.ok() ? used.value() : 0;
   s.max_bytes = m.o.max_bytes;
   s.hits = m.cache->hits() + m.snapshot_hits;
-  s.downloads = m.cache->downloads();
+  s.downloads = m.cache->downloads() + m.streamed;
+  s.streamed = m.streamed;
+  for (const auto& b : m.buffers) s.stream_buffer_bytes += b->capacity;
   s.hit_rate = s.hits + s.downloads ? static_cast<double>(s.hits) / static_cast<double>(s.hits + s.downloads) : 0;
-  s.bytes_downloaded = m.cache->bytes_downloaded();
+  s.bytes_downloaded = m.cache->bytes_downloaded() + m.stream_bytes;
   s.fetch_seconds = m.busy_s + (m.downloading ? Now() - m.busy_since : 0);
   s.fetch_bytes_per_s = s.fetch_seconds > 0 ? static_cast<double>(s.bytes_downloaded) / s.fetch_seconds : 0;
   s.shards_in_flight = static_cast<uint64_t>(m.downloading);

@@ -188,7 +188,11 @@ def test_full_mode_every_sample_once_per_epoch_through_a_small_cache(server, www
     mon.stop()
     assert orders[0] != orders[1]  # reshuffled per epoch
     st = ds.stats()
-    assert st["evictions"] > 0 and st["fraction_seen"] == 1.0 and st["downloads"] >= 2 * N_SHARDS - 5
+    # The cache keeps what it has room for (read from disk in epoch 2), the
+    # rest streams through memory buffers; nothing is evicted.
+    assert st["evictions"] == 0 and st["fraction_seen"] == 1.0 and st["hits"] >= 4
+    assert st["streamed"] >= 2 * (N_SHARDS - 5) and st["downloads"] == st["streamed"] + st["cached_shards"]
+    assert 0 < st["stream_buffer_bytes"] <= (2 * 2 + 2) * shard_size(www)
     assert mon.peak <= max_bytes
     # Shard by shard: each stretch of 2 shards' samples (a shuffle window) is 2 shards, mixed.
     for ys in orders:
@@ -201,8 +205,9 @@ def test_full_mode_needs_counts_and_room(server, www, tmp_path):
     shards = [(n, size, crc) for n, size, crc, _ in parse_shard_index(open(os.path.join(www, "index.txt")).read(), "i")]
     with pytest.raises(ValueError, match="mode 'full' needs every shard's number of samples"):
         StreamingDataset(server.url, str(tmp_path / "a"), 1 << 30, mode="full", features=FEATURES, shards=shards)
-    with pytest.raises(ValueError, match="must hold shuffle_window \\+ 1"):
-        StreamingDataset(server.url, str(tmp_path / "b"), 2 * shard_size(www), mode="full", features=FEATURES)
+    with pytest.raises(ValueError, match="stream_buffers \\(2\\) must be more than shuffle_window \\(2\\)"):
+        StreamingDataset(server.url, str(tmp_path / "b"), 1 << 30, mode="full", features=FEATURES, shuffle_window=2,
+                         stream_buffers=2)
     with pytest.raises(ValueError, match="is larger than max_bytes"):
         StreamingDataset(server.url, str(tmp_path / "c"), 1000, features=FEATURES)
     with pytest.raises(ValueError, match="no such object on the store"):
@@ -274,6 +279,12 @@ def test_corrupt_shard_on_the_server_is_named(www, tmp_path):
             epoch_ys(stoker.DataLoader(full, batch_size=10, num_workers=2))
         assert not os.path.exists(tmp_path / "c1" / "shard-004.tfrecord")
         full.close()
+        # The same through memory (a cache with room for one shard).
+        mem = StreamingDataset(n.url, str(tmp_path / "c3"), shard_size(www), mode="full", features=FEATURES)
+        with pytest.raises(Exception, match=r"shard shard-004.tfrecord from .*CRC-32C [0-9a-f]{8} does not match"):
+            epoch_ys(stoker.DataLoader(mem, batch_size=10, num_workers=2))
+        assert mem.stats()["streamed"] > 0
+        mem.close()
         # Growing: the bad shard is left out (and reported), the rest trains.
         grow = StreamingDataset(n.url, str(tmp_path / "c2"), 1 << 30, features=FEATURES, min_shards=N_SHARDS - 1)
         assert "shard-004.tfrecord" not in grow.epoch_shards and len(grow.epoch_shards) == N_SHARDS - 1
