@@ -64,6 +64,7 @@ struct LoaderState {
   uint32_t rank = 0, world_size = 1;
   uint64_t delivered_prefix = 0;          // batches 0..prefix-1 were delivered
   std::vector<uint64_t> delivered_extra;  // and these (out of order)
+  std::string dataset_epoch;              // NativeDataset::EpochState (a growing streaming dataset's shards)
   std::string Serialize() const;
   static Result<LoaderState> Parse(const std::string& bytes);
 };

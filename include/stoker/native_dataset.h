@@ -77,6 +77,16 @@ class NativeDataset {
   // Called (from any thread) when the loader stops using the dataset's
   // current epoch early; a streaming dataset stops waiting for data.
   virtual void Interrupt() {}
+  // What a loader's saved state must hold to repeat the current epoch, for
+  // a dataset whose epochs differ (a growing streaming dataset: its shard
+  // list); "" for the others.  RestoreEpoch makes the next BeginEpoch
+  // repeat the epoch `state` describes.
+  virtual std::string EpochState() const { return ""; }
+  virtual Status RestoreEpoch(const std::string& state) {
+    return state.empty() ? Status::OK()
+                         : Status::InvalidArgument(Describe() + ": the saved state is of another kind of dataset "
+                                                   "(it describes an epoch's shards)");
+  }
 
   // The epoch, for transforms whose randomness depends on it.
   virtual void SetEpoch(uint64_t epoch) { epoch_.store(epoch, std::memory_order_relaxed); }

@@ -110,6 +110,9 @@ class StreamingDataset : public NativeDataset {
   Status BeginEpoch(uint64_t epoch) override;
   std::vector<int64_t> Order(const SampleOrder& o) override;
   void Interrupt() override;
+  // kGrowing: the current epoch's shard names, one per line (kFull: "").
+  std::string EpochState() const override;
+  Status RestoreEpoch(const std::string& state) override;
 
   // kGrowing: the next BeginEpoch takes exactly these shards (downloading
   // any not cached) instead of what is cached: how the ranks of a job agree

@@ -311,6 +311,7 @@ LoaderState Loader::state() const {
   s.world_size = impl_->o.world_size;
   if (in_epoch_) {
     impl_->sched->Delivered(&s.delivered_prefix, &s.delivered_extra);
+    s.dataset_epoch = impl_->dataset->EpochState();
   } else if (impl_->restore_pending) {
     s.delivered_prefix = impl_->restore_prefix;
     s.delivered_extra = impl_->restore_extra;
@@ -324,11 +325,15 @@ Status Loader::Restore(const LoaderState& s) {
     return Status::InvalidArgument(std::string("Loader::Restore: the state was saved with ") + what + " " +
                                    std::to_string(saved) + ", this loader has " + std::to_string(now));
   };
-  if (s.dataset_size != impl_->dataset->size()) return differs("a dataset of size", s.dataset_size, impl_->dataset->size());
+  // A dataset whose epochs differ repeats the saved one (its size is that
+  // epoch's); any other must be the same size.
+  if (s.dataset_epoch.empty() && s.dataset_size != impl_->dataset->size())
+    return differs("a dataset of size", s.dataset_size, impl_->dataset->size());
   if (s.batch_size != o.batch_size) return differs("batch_size", s.batch_size, o.batch_size);
   if (s.rank != o.rank) return differs("rank", s.rank, o.rank);
   if (s.world_size != o.world_size) return differs("world_size", s.world_size, o.world_size);
   if (s.seed != o.seed) return differs("seed", s.seed, o.seed);
+  STOKER_RETURN_IF_ERROR(impl_->dataset->RestoreEpoch(s.dataset_epoch));
   epoch_ = s.epoch;
   in_epoch_ = false;
   impl_->restore_pending = true;
@@ -343,7 +348,9 @@ std::string LoaderState::Serialize() const {
          std::to_string(batch_size) + " " + std::to_string(rank) + " " + std::to_string(world_size) + " " +
          std::to_string(delivered_prefix) + " " + std::to_string(delivered_extra.size());
   for (uint64_t x : delivered_extra) out += " " + std::to_string(x);
-  return out + "\n";
+  out += "\n";
+  if (!dataset_epoch.empty()) out += "dataset-epoch " + std::to_string(dataset_epoch.size()) + "\n" + dataset_epoch;
+  return out;
 }
 
 Result<LoaderState> LoaderState::Parse(const std::string& bytes) {
@@ -369,6 +376,18 @@ Result<LoaderState> LoaderState::Parse(const std::string& bytes) {
   s.delivered_extra.resize(n);
   for (uint64_t& x : s.delivered_extra)
     if (!num(&x)) return Status::InvalidArgument("LoaderState::Parse: truncated or corrupt state");
+  // Optional: "\ndataset-epoch N\n" and N bytes.
+  const std::string tag = "\ndataset-epoch ";
+  const size_t at = static_cast<size_t>(p - bytes.c_str());
+  if (bytes.compare(at, tag.size(), tag) == 0) {
+    p += tag.size();
+    uint64_t len = 0;
+    if (!num(&len) || *p != '\n') return Status::InvalidArgument("LoaderState::Parse: corrupt dataset-epoch section");
+    const size_t start = static_cast<size_t>(p - bytes.c_str()) + 1;
+    if (len > bytes.size() - std::min(bytes.size(), start))
+      return Status::InvalidArgument("LoaderState::Parse: truncated dataset-epoch section");
+    s.dataset_epoch = bytes.substr(start, len);
+  }
   return s;
 }
 

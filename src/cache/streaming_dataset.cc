@@ -831,6 +831,28 @@ void StreamingDataset::Interrupt() {
   impl_->cv.notify_all();
 }
 
+std::string StreamingDataset::EpochState() const {
+  if (impl_->o.mode != StreamingMode::kGrowing) return "";
+  std::string out;
+  for (const std::string& n : epoch_shards()) out += n + "\n";
+  return out;
+}
+
+Status StreamingDataset::RestoreEpoch(const std::string& state) {
+  if (state.empty()) return Status::OK();
+  if (impl_->o.mode != StreamingMode::kGrowing)
+    return Status::InvalidArgument(Describe() + ": the saved state lists a growing dataset's shards; this one is 'full'");
+  std::vector<std::string> names;
+  for (size_t at = 0; at < state.size();) {
+    const size_t nl = state.find('\n', at);
+    const size_t end = nl == std::string::npos ? state.size() : nl;
+    if (end > at) names.push_back(state.substr(at, end - at));
+    at = end + 1;
+  }
+  UseShards(std::move(names));
+  return Status::OK();
+}
+
 void StreamingDataset::UseShards(std::vector<std::string> names) {
   std::lock_guard<std::mutex> g(impl_->mu);
   impl_->use_next = std::move(names);

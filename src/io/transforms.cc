@@ -315,6 +315,8 @@ class Transformed : public NativeDataset {
   }
   std::vector<int64_t> Order(const SampleOrder& o) override { return base_->Order(o); }
   void Interrupt() override { base_->Interrupt(); }
+  std::string EpochState() const override { return base_->EpochState(); }
+  Status RestoreEpoch(const std::string& state) override { return base_->RestoreEpoch(state); }
   Status Read(uint64_t index, uint8_t* const* dst) override {
     const size_t nf = fields_.size();
     thread_local std::vector<std::vector<uint8_t>> scratch;  // per field: input, and two ping-pong buffers

@@ -200,6 +200,52 @@ TEST(Streaming, GrowingModeEpochsAreTheCachedShardsAndRepeatable) {
   fs::remove_all(dir);
 }
 
+TEST(Streaming, LoaderStateRepeatsAGrowingEpochsShards) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("restore");
+  StreamingOptions o = Options(dir, StreamingMode::kGrowing, 1 << 30);
+  auto ds1 = StreamingDataset::Open(o);
+  ASSERT_TRUE(ds1.ok()) << ds1.status().ToString();
+  ds1.value()->UseShards({"shard-1.tfrecord", "shard-2.tfrecord", "shard-5.tfrecord"});  // this epoch: these
+  LoaderOptions lo;
+  lo.batch_size = 5;
+  lo.shuffle = true;
+  lo.seed = 3;
+  auto l1 = Loader::Create(ds1.value(), lo);
+  ASSERT_TRUE(l1.ok());
+  auto ys = [](const Batch& b) {
+    std::vector<int64_t> v;
+    for (uint64_t k = 0; k < b.size(); ++k) v.push_back(b.field("y")->tensor.as<int64_t>()[k]);
+    return v;
+  };
+  Batch b;
+  bool end = false;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(l1.value()->Next(&b, &end).ok() && !end);
+  const std::string saved = l1.value()->state().Serialize();
+  std::vector<std::vector<int64_t>> rest;
+  while (l1.value()->Next(&b, &end).ok() && !end) rest.push_back(ys(b));
+  ASSERT_EQ(rest.size(), size_t{3 * kPerShard / 5 - 4});
+  // A new process: the cache has all shards by now, the epoch is repeated.
+  for (int i = 0; i < 500 && ds1.value()->stats().cached_shards < kShards; ++i) usleep(10000);
+  auto ds2 = StreamingDataset::Open(o);
+  ASSERT_TRUE(ds2.ok());
+  EXPECT_EQ(ds2.value()->epoch_shards().size(), size_t{kShards});
+  auto l2 = Loader::Create(ds2.value(), lo);
+  auto st = LoaderState::Parse(saved);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st.value().dataset_epoch, "shard-1.tfrecord\nshard-2.tfrecord\nshard-5.tfrecord\n");
+  ASSERT_TRUE(l2.value()->Restore(st.value()).ok());
+  std::vector<std::vector<int64_t>> again;
+  while (l2.value()->Next(&b, &end).ok() && !end) again.push_back(ys(b));
+  EXPECT_EQ(again, rest);
+  EXPECT_EQ(ds2.value()->epoch_shards().size(), 3u);
+  l1.value().reset();
+  l2.value().reset();
+  ds1.value().reset();
+  ds2.value().reset();
+  fs::remove_all(dir);
+}
+
 TEST(Streaming, ErrorsNameWhatIsWrong) {
   const std::string dir = MakeRemote("errors");
   StreamingOptions o = Options(dir, StreamingMode::kFull, 1 << 30);
