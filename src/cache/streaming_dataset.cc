@@ -85,13 +85,6 @@ struct Epoch {
   }
 };
 
-void Shuffle(std::vector<int64_t>::iterator b, std::vector<int64_t>::iterator e, uint64_t state) {
-  for (uint64_t i = static_cast<uint64_t>(e - b); i > 1; --i) {
-    state = Mix64(state);
-    std::swap(b[i - 1], b[static_cast<int64_t>((static_cast<__uint128_t>(state) * i) >> 64)]);
-  }
-}
-
 bool SameFields(const std::vector<FieldSpec>& a, const std::vector<FieldSpec>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -717,12 +710,7 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   m.seen.assign(n, false);
   m.fetch_order.resize(n);
   std::iota(m.fetch_order.begin(), m.fetch_order.end(), 0u);
-  {
-    std::vector<int64_t> perm(n);
-    std::iota(perm.begin(), perm.end(), 0);
-    Shuffle(perm.begin(), perm.end(), Mix64(o.fetch_seed ^ 0x6a09e667f3bcc908ULL));
-    for (size_t i = 0; i < n; ++i) m.fetch_order[i] = static_cast<uint32_t>(perm[i]);
-  }
+  MixShuffle(m.fetch_order.begin(), m.fetch_order.end(), Mix64(o.fetch_seed ^ 0x6a09e667f3bcc908ULL));
   std::vector<std::unique_ptr<Store>> stores;
   for (uint32_t i = 0; i < o.fetchers; ++i) {
     STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> s, Store::Open(o.remote, o.store));
@@ -785,7 +773,7 @@ std::vector<int64_t> StreamingDataset::Order(const SampleOrder& o) {
   std::vector<int64_t> pos(P);
   std::iota(pos.begin(), pos.end(), 0);
   const uint64_t base = Mix64(o.seed ^ Mix64(o.epoch + 0x5bd1e995));
-  if (o.shuffle) Shuffle(pos.begin(), pos.end(), base);
+  if (o.shuffle) MixShuffle(pos.begin(), pos.end(), base);
   std::vector<int64_t> all;
   all.reserve(ep->samples());
   const size_t W = m.o.shuffle_window;
@@ -795,7 +783,7 @@ std::vector<int64_t> StreamingDataset::Order(const SampleOrder& o) {
       const Slot& s = *ep->slots[static_cast<size_t>(pos[k])];
       for (uint64_t j = 0; j < s.count; ++j) all.push_back(static_cast<int64_t>(s.first + j));
     }
-    if (o.shuffle) Shuffle(all.begin() + static_cast<int64_t>(start), all.end(), Mix64(base ^ Mix64(w0 + 1)));
+    if (o.shuffle) MixShuffle(all.begin() + static_cast<int64_t>(start), all.end(), Mix64(base ^ Mix64(w0 + 1)));
   }
   // Ranks: equal contiguous parts (padded from the start, or cut).
   const uint64_t n = all.size(), w = std::max<uint32_t>(1, o.world_size);

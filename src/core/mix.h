@@ -4,6 +4,7 @@
 #define STOKER_CORE_MIX_H_
 
 #include <cstdint>
+#include <utility>
 
 namespace stoker {
 
@@ -12,6 +13,17 @@ inline uint64_t Mix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
+}
+
+// Fisher-Yates over [b, e) with Mix64 as the generator, from `state`: the
+// same permutation for the same state on every machine.
+template <class It>
+void MixShuffle(It b, It e, uint64_t state) {
+  for (uint64_t i = static_cast<uint64_t>(e - b); i > 1; --i) {
+    state = Mix64(state);
+    const uint64_t j = static_cast<uint64_t>((static_cast<__uint128_t>(state) * i) >> 64);  // [0, i)
+    std::swap(b[i - 1], b[j]);
+  }
 }
 
 }  // namespace stoker

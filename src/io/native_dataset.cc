@@ -27,14 +27,7 @@ std::vector<int64_t> NativeDataset::Order(const SampleOrder& o) {
   const uint64_t n = size();
   std::vector<int64_t> all(n);
   for (uint64_t i = 0; i < n; ++i) all[i] = static_cast<int64_t>(i);
-  if (o.shuffle) {
-    uint64_t state = Mix64(o.seed ^ Mix64(o.epoch + 0x5bd1e995));
-    for (uint64_t i = n; i > 1; --i) {
-      state = Mix64(state);
-      const uint64_t j = static_cast<uint64_t>((static_cast<__uint128_t>(state) * i) >> 64);  // [0, i)
-      std::swap(all[i - 1], all[j]);
-    }
-  }
+  if (o.shuffle) MixShuffle(all.begin(), all.end(), Mix64(o.seed ^ Mix64(o.epoch + 0x5bd1e995)));
   const uint64_t w = std::max<uint32_t>(1, o.world_size);
   uint64_t total = o.pad ? (n + w - 1) / w * w : n / w * w;
   if (n == 0) total = 0;
