@@ -644,14 +644,7 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   Impl& m = *impl;
   m.o = o;
   if (o.format == ShardFormat::kTFRecord) {
-    if (o.features.empty())
-      return Status::InvalidArgument(what + ": declare the TFRecord features to read, e.g. "
-                                     "features={'x': ('float32', (1000,)), 'y': ('int64', ())}");
-    for (const FieldSpec& f : o.features) {
-      STOKER_RETURN_IF_ERROR(ValidateFieldSpec(f, what + ": feature '" + f.name + "'"));
-      if (f.name.empty() || f.variable)
-        return Status::InvalidArgument(what + ": every feature needs a name and a fixed shape");
-    }
+    STOKER_RETURN_IF_ERROR(ValidateTFRecordFeatures(o.features, what));
     m.fields = o.features;
   } else {
     m.tar_decls = o.tar_fields;

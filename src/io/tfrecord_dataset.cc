@@ -5,21 +5,26 @@
 
 namespace stoker {
 
+Status ValidateTFRecordFeatures(const std::vector<FieldSpec>& features, const std::string& what) {
+  if (features.empty())
+    return Status::InvalidArgument(what + ": declare the TFRecord features to read, e.g. "
+                                   "features={'x': ('float32', (1000,)), 'y': ('int64', ())}");
+  std::set<std::string> names;
+  for (const FieldSpec& f : features) {
+    if (f.name.empty()) return Status::InvalidArgument(what + ": a feature needs a name");
+    if (!names.insert(f.name).second)
+      return Status::InvalidArgument(what + ": feature '" + f.name + "' is declared twice");
+    STOKER_RETURN_IF_ERROR(ValidateFieldSpec(f, what + ": feature '" + f.name + "'"));
+    if (f.variable) return Status::InvalidArgument(what + ": feature '" + f.name + "' needs a fixed shape");
+  }
+  return Status::OK();
+}
+
 Result<std::unique_ptr<TFRecordDataset>> TFRecordDataset::Open(const std::vector<std::string>& paths,
                                                                std::vector<FieldSpec> features,
                                                                TFRecordOptions options) {
   if (paths.empty()) return Status::InvalidArgument("TFRecordDataset: no files given");
-  if (features.empty())
-    return Status::InvalidArgument("TFRecordDataset: declare the features to read, e.g. "
-                                   "features={'x': ('float32', (1000,)), 'y': ('int64', ())}");
-  std::set<std::string> names;
-  for (const FieldSpec& f : features) {
-    if (f.name.empty()) return Status::InvalidArgument("TFRecordDataset: a feature needs a name");
-    if (!names.insert(f.name).second)
-      return Status::InvalidArgument("TFRecordDataset: feature '" + f.name + "' is declared twice");
-    STOKER_RETURN_IF_ERROR(ValidateFieldSpec(f, "TFRecordDataset: feature '" + f.name + "'"));
-    if (f.variable) return Status::InvalidArgument("TFRecordDataset: feature '" + f.name + "' needs a fixed shape");
-  }
+  STOKER_RETURN_IF_ERROR(ValidateTFRecordFeatures(features, "TFRecordDataset"));
   std::unique_ptr<TFRecordDataset> d(new TFRecordDataset(std::move(features)));
   d->options_ = options;
   d->set_on_error(options.on_error);

@@ -26,6 +26,10 @@ struct TFRecordOptions {
   OnError on_error = OnError::kRaise;
 };
 
+// InvalidArgument (starting with `what`) unless `features` are declared,
+// named, unique and of a valid fixed shape.
+Status ValidateTFRecordFeatures(const std::vector<FieldSpec>& features, const std::string& what);
+
 class TFRecordDataset : public NativeDataset {
  public:
   static Result<std::unique_ptr<TFRecordDataset>> Open(const std::vector<std::string>& paths,

@@ -251,6 +251,8 @@ TEST(Streaming, ErrorsNameWhatIsWrong) {
   StreamingOptions o = Options(dir, StreamingMode::kFull, 1 << 30);
   o.features.clear();
   EXPECT_NE(StreamingDataset::Open(o).status().message().find("declare the TFRecord features"), std::string::npos);
+  o.features = {{"y", ElementType::kInt64, {}}, {"y", ElementType::kFloat32, {}}};
+  EXPECT_NE(StreamingDataset::Open(o).status().message().find("feature 'y' is declared twice"), std::string::npos);
   o = Options(dir, StreamingMode::kFull, 1 << 30);
   o.index = "missing.txt";
   EXPECT_FALSE(StreamingDataset::Open(o).ok());
