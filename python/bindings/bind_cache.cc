@@ -151,9 +151,7 @@ void BindCache(py::module_& m) {
     return FormatShardIndex(v);
   });
   m.def("describe_shard", [](const std::string& path, const std::string& format) {
-    ShardFormat f = ShardFormat::kTFRecord;
-    if (format == "tar") f = ShardFormat::kTar;
-    else if (format != "tfrecord") Throw(Status::InvalidArgument("format='" + format + "' is not one of 'tfrecord', 'tar'"));
+    const ShardFormat f = ParseShardFormat(format);
     Result<ShardInfo> r = [&] { py::gil_scoped_release nogil; return DescribeShard(path, f); }();
     return ShardTuple(Check(std::move(r)));
   });
@@ -161,9 +159,8 @@ void BindCache(py::module_& m) {
   py::class_<StreamingDataset, NativeDataset, std::shared_ptr<StreamingDataset>>(m, "StreamingDataset")
       .def_static("open", [](const std::string& remote, const std::string& local, uint64_t max_bytes,
                              const std::string& mode, const std::string& eviction, const py::object& shards,
-                             const std::string& index, const std::string& format,
-                             const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>& features,
-                             const std::vector<std::tuple<std::string, std::string, std::string, std::vector<int64_t>>>& tar_fields,
+                             const std::string& index, const std::string& format, const FeatureArgs& features,
+                             const TarFieldArgs& tar_fields,
                              const std::string& on_error, uint32_t fetchers, uint32_t prefetch, uint32_t stream_buffers,
                              uint32_t shuffle_window,
                              uint32_t min_shards, uint64_t fetch_seed, double wait_timeout_s, int attempts,
@@ -181,12 +178,9 @@ void BindCache(py::module_& m) {
              if (!shards.is_none())
                for (py::handle t : shards) o.shards.push_back(ShardFromTuple(t));
              o.index = index;
-             if (format == "tar") o.format = ShardFormat::kTar;
-             else if (format != "tfrecord") Throw(Status::InvalidArgument("format='" + format + "' is not one of 'tfrecord', 'tar'"));
-             for (const auto& [name, dtype, shape] : features)
-               o.features.push_back(FieldSpec{name, Check(ParseElementType(dtype)), shape});
-             for (const auto& [ext, kind, dtype, shape] : tar_fields)
-               o.tar_fields.push_back({ext, ParseTarKind(kind), dtype.empty() ? ElementType::kUInt8 : Check(ParseElementType(dtype)), shape});
+             o.format = ParseShardFormat(format);
+             o.features = FeatureSpecs(features);
+             o.tar_fields = TarDecls(tar_fields);
              o.on_error = ParseOnError(on_error);
              o.fetchers = fetchers;
              o.prefetch = prefetch;

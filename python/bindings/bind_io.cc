@@ -57,13 +57,10 @@ void BindIo(py::module_& m) {
              return std::shared_ptr<NativeDataset>(Check(RecordFileDataset::OpenNpy(path, Check(ParseIoMode(io))))); })
       .def_static("open_npy_dir", [](const std::string& dir) {
              return std::shared_ptr<NativeDataset>(Check(NpyDirDataset::Open(dir))); })
-      .def_static("open_tfrecord", [](const std::vector<std::string>& paths,
-                                      const std::vector<std::tuple<std::string, std::string, Shape>>& features,
+      .def_static("open_tfrecord", [](const std::vector<std::string>& paths, const FeatureArgs& features,
                                       const std::string& index_dir, bool verify_crc, const std::string& io,
                                       const std::string& on_error) {
-             std::vector<FieldSpec> specs;
-             for (const auto& [name, dtype, shape] : features)
-               specs.push_back(FieldSpec{name, Check(ParseElementType(dtype)), shape});
+             std::vector<FieldSpec> specs = FeatureSpecs(features);
              TFRecordOptions o{index_dir, true, verify_crc, Check(ParseIoMode(io)), ParseOnError(on_error)};
              std::unique_ptr<TFRecordDataset> d;
              {
@@ -73,12 +70,9 @@ void BindIo(py::module_& m) {
                d = Check(std::move(r));
              }
              return std::shared_ptr<NativeDataset>(std::move(d)); })
-      .def_static("open_tar", [](const std::vector<std::string>& paths,
-                                 const std::vector<std::tuple<std::string, std::string, std::string, Shape>>& fields,
+      .def_static("open_tar", [](const std::vector<std::string>& paths, const TarFieldArgs& fields,
                                  const std::string& io, const std::string& on_error) {
-             std::vector<TarFieldDecl> decls;
-             for (const auto& [ext, kind, dtype, shape] : fields)
-               decls.push_back({ext, ParseTarKind(kind), dtype.empty() ? ElementType::kUInt8 : Check(ParseElementType(dtype)), shape});
+             std::vector<TarFieldDecl> decls = TarDecls(fields);
              TarShardOptions o{Check(ParseIoMode(io)), ParseOnError(on_error)};
              std::unique_ptr<TarShardDataset> d;
              {
