@@ -41,6 +41,14 @@ Result<UniqueFd> LockFile(const std::string& path, int op) {
 
 }  // namespace
 
+Status ShardCrcMismatch(const ShardInfo& shard, const std::string& url, uint32_t crc) {
+  char want[16], have[16];
+  std::snprintf(want, sizeof want, "%08x", shard.crc32c);
+  std::snprintf(have, sizeof have, "%08x", crc);
+  return Status::DataLoss("shard " + shard.name + " from " + url + ": CRC-32C " + have + " does not match the index's " +
+                          want + " (the shard on the store is corrupt, or the index is stale)");
+}
+
 Result<uint32_t> FileCrc32c(int fd, uint64_t size, const std::string& path) {
   std::vector<uint8_t> buf(1 << 20);
   uint32_t crc = 0;
@@ -199,12 +207,7 @@ Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
       if (crc != shard.crc32c) {
         unlink(part.c_str());
         if (resumed) continue;  // a crash may have left bad bytes in the part: once more from scratch
-        char want[16], have[16];
-        std::snprintf(want, sizeof want, "%08x", shard.crc32c);
-        std::snprintf(have, sizeof have, "%08x", crc);
-        return Status::DataLoss("shard " + shard.name + " from " + store.Locate(shard.name) +
-                                ": CRC-32C " + have + " does not match the index's " + want +
-                                " (the shard on the store is corrupt, or the index is stale)");
+        return ShardCrcMismatch(shard, store.Locate(shard.name), crc);
       }
     }
     if (fsync(fd.get()) != 0) return Status::IOError("fsync " + part, errno);

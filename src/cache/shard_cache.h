@@ -31,6 +31,8 @@ namespace stoker {
 
 // A shard name that is a plain file name and none of the cache's own.
 bool IsPlainShardName(const std::string& name);
+// DataLoss naming the shard, where it came from, its CRC-32C and the index's.
+Status ShardCrcMismatch(const ShardInfo& shard, const std::string& url, uint32_t crc);
 // CRC-32C of the first `size` bytes of `fd` (`path` for messages).
 Result<uint32_t> FileCrc32c(int fd, uint64_t size, const std::string& path);
 

@@ -492,12 +492,7 @@ struct StreamingDataset::Impl {
     if (info.has_crc) {
       const uint32_t crc = Crc32c(buf->map, info.size);
       if (crc != info.crc32c) {
-        char want[16], have[16];
-        std::snprintf(want, sizeof want, "%08x", info.crc32c);
-        std::snprintf(have, sizeof have, "%08x", crc);
-        return Status::DataLoss("shard " + info.name + " from " + store.Locate(info.name) + ": CRC-32C " + have +
-                                " does not match the index's " + want +
-                                " (the shard on the store is corrupt, or the index is stale)");
+        return ShardCrcMismatch(info, store.Locate(info.name), crc);
       }
     }
     return Status::OK();
@@ -505,7 +500,7 @@ struct StreamingDataset::Impl {
 
   // ---- epochs -----------------------------------------------------------------
 
-  // Under mu: this dataset's shards complete in the cache.
+  // This dataset's shards complete in the cache (a stat each; no lock needed).
   std::vector<uint32_t> CachedShards() const {
     std::vector<uint32_t> out;
     for (uint32_t i = 0; i < shards.size(); ++i)
@@ -857,13 +852,14 @@ StreamingStats StreamingDataset::stats() const {
     s.epoch_shards = ep->slots.size();
     s.epoch_samples = ep->samples();
   }
-  std::lock_guard<std::mutex> g(m.mu);
+  // The directory first, outside the lock the readers and fetchers take.
   for (uint32_t i : m.CachedShards()) {
     ++s.cached_shards;
     s.cached_bytes += m.shards[i].size;
   }
   Result<uint64_t> used = m.cache->UsedBytes();
   s.used_bytes = used.ok() ? used.value() : 0;
+  std::lock_guard<std::mutex> g(m.mu);
   s.max_bytes = m.o.max_bytes;
   s.hits = m.cache->hits() + m.snapshot_hits;
   s.downloads = m.cache->downloads() + m.streamed;
