@@ -35,7 +35,10 @@ class Store {
   // Size in bytes of object `name`.
   virtual Result<uint64_t> Size(const std::string& name) = 0;
   // Bytes [offset, offset + n) of `name` into dst (an HTTP range request).
-  virtual Status Read(const std::string& name, uint64_t offset, uint64_t n, void* dst) = 0;
+  // crc32c (optional): out, the CRC-32C of those n bytes, computed piece by
+  // piece as they arrive (while they are still in the CPU's cache).
+  virtual Status Read(const std::string& name, uint64_t offset, uint64_t n, void* dst,
+                      uint32_t* crc32c = nullptr) = 0;
   // The whole of `name` appended to file descriptor `fd` from its current
   // size on (a retry resumes where the last attempt stopped; a second call
   // after a failure resumes too).  expected_size (0: unknown) is checked.

@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
 #include "cache/file_sink.h"
 #include "core/unique_fd.h"
+#include "io/crc32c.h"
 #include "io/file_reader.h"
 
 namespace stoker {
@@ -20,10 +22,22 @@ Result<uint64_t> FileStore::Size(const std::string& name) {
   return static_cast<uint64_t>(st.st_size);
 }
 
-Status FileStore::Read(const std::string& name, uint64_t offset, uint64_t n, void* dst) {
+Status FileStore::Read(const std::string& name, uint64_t offset, uint64_t n, void* dst, uint32_t* crc32c) {
   ++requests_;
   STOKER_ASSIGN_OR_RETURN(FileReader f, FileReader::Open(Locate(name)));
-  STOKER_RETURN_IF_ERROR(f.ReadAt(offset, dst, n));
+  if (!crc32c) {
+    STOKER_RETURN_IF_ERROR(f.ReadAt(offset, dst, n));
+  } else {  // piece by piece, each checksummed while it is in the cache
+    constexpr uint64_t kPiece = 1 << 20;
+    auto* out = static_cast<uint8_t*>(dst);
+    uint32_t crc = 0;
+    for (uint64_t at = 0; at < n; at += kPiece) {
+      const uint64_t k = std::min(kPiece, n - at);
+      STOKER_RETURN_IF_ERROR(f.ReadAt(offset + at, out + at, k));
+      crc = Crc32cExtend(crc, out + at, k);
+    }
+    *crc32c = crc;
+  }
   bytes_ += n;
   return Status::OK();
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cache/file_sink.h"
+#include "io/crc32c.h"
 
 namespace stoker {
 
@@ -174,10 +175,15 @@ Result<uint64_t> HttpStore::Size(const std::string& name) {
   return size;
 }
 
-Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, void* dst) {
+Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, void* dst, uint32_t* crc32c) {
   const std::string url = Locate(name);
   auto* out = static_cast<char*>(dst);
-  uint64_t got = 0;
+  uint64_t got = 0;     // kept across attempts: a retry asks for the rest
+  uint64_t summed = 0;  // out[0, summed) is in crc
+  uint32_t crc = 0;
+  // The CRC follows the bytes in pieces of at least this much: large enough
+  // for its three-stream loop, small enough to still be in the CPU's cache.
+  constexpr uint64_t kCrcPiece = 256 << 10;
   return WithRetries("GET " + url + " bytes " + std::to_string(offset) + "-" + std::to_string(offset + n - 1),
                      [&](bool* transient) -> Status {
     if (got == n) return Status::OK();
@@ -195,6 +201,10 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
       k = static_cast<size_t>(std::min<uint64_t>(k, n - got));
       std::memcpy(out + got, p, k);
       got += k;
+      if (crc32c && got - summed >= kCrcPiece) {
+        crc = Crc32cExtend(crc, out + summed, got - summed);
+        summed = got;
+      }
       return true;  // bytes past n (a 200 from byte 0) are dropped, not an error
     });
     if (ignored_range)
@@ -208,6 +218,7 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
     if (got < n) return Status::IOError("the response ended after " + std::to_string(got) + " of " +
                                         std::to_string(n) + " bytes", EIO);
     bytes_ += n;
+    if (crc32c) *crc32c = Crc32cExtend(crc, out + summed, got - summed);
     return Status::OK();
   });
 }
