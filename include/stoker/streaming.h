@@ -56,6 +56,7 @@ struct StreamingOptions {
   std::string remote;                   // the store: a directory, file://..., http(s)://...
   std::string local;                    // the cache directory (created if missing)
   uint64_t max_bytes = 0;               // the cache's budget, for complete and downloading shards
+                                        // (kFull: 0 keeps nothing, every shard streams through memory)
   StreamingMode mode = StreamingMode::kGrowing;
   EvictionOrder eviction = EvictionOrder::kOldest;
   std::vector<ShardInfo> shards;        // the shards; empty: read from `index` on the store

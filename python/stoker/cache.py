@@ -91,7 +91,8 @@ class StreamingDataset(NativeDataset):
 
     remote: the store (a directory, file://..., http(s)://...).  local: the
     cache directory.  max_bytes: its budget (complete and downloading
-    shards).  features= (TFRecord shards: name -> (dtype, shape)) or
+    shards; 0 in mode "full": nothing is written there, every shard streams
+    through memory).  features= (TFRecord shards: name -> (dtype, shape)) or
     fields= (tar shards, as stoker.io.TarShardDataset; None infers them).
     mode: "growing" (each epoch: the shards cached when it begins, at least
     min_shards, waiting for them; wait_timeout= seconds gives up) or "full"
@@ -117,8 +118,11 @@ class StreamingDataset(NativeDataset):
         _check_choice("on_error", on_error, ("raise", "skip"))
         if features is not None and fields is not None:
             raise ValueError("StreamingDataset: features= is for TFRecord shards, fields= for tar shards: give one")
-        if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
-            raise ValueError(f"StreamingDataset: max_bytes should be a positive int (bytes), got {max_bytes!r}")
+        if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
+            raise ValueError(f"StreamingDataset: max_bytes should be an int >= 0 (bytes), got {max_bytes!r}")
+        if max_bytes == 0 and mode != "full":
+            raise ValueError("StreamingDataset: max_bytes=0 (no cache) is for mode='full'; mode 'growing' reads "
+                             "what it cached, so it needs a budget > 0")
         for name, v in (("fetchers", fetchers), ("prefetch", prefetch), ("stream_buffers", stream_buffers),
                         ("shuffle_window", shuffle_window), ("min_shards", min_shards)):
             least = 0 if name in ("prefetch", "stream_buffers") else 1

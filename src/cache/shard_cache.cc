@@ -79,7 +79,6 @@ bool DownloaderAlive(const std::string& lock_path) {
 }  // namespace
 
 Result<std::unique_ptr<ShardCache>> ShardCache::Open(const std::string& dir, uint64_t max_bytes, EvictionOrder order) {
-  if (max_bytes == 0) return Status::InvalidArgument("ShardCache: max_bytes must be > 0");
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::IOError("mkdir " + dir, errno);
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))

@@ -38,6 +38,8 @@ Result<uint32_t> FileCrc32c(int fd, uint64_t size, const std::string& path);
 
 class ShardCache {
  public:
+  // max_bytes 0: a cache that takes no new shard (Fetch serves those the
+  // directory holds already).
   static Result<std::unique_ptr<ShardCache>> Open(const std::string& dir, uint64_t max_bytes,
                                                   EvictionOrder order = EvictionOrder::kLeastRecentlyUsed);
 

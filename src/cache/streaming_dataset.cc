@@ -35,6 +35,7 @@
 #include "core/mix.h"
 #include "core/unique_fd.h"
 #include "io/crc32c.h"
+#include "io/file_reader.h"
 #include "io/tar_shard_dataset.h"
 #include "io/tfrecord_dataset.h"
 
@@ -44,13 +45,14 @@ namespace {
 
 enum SlotState : int { kWaiting, kFetching, kPinned, kOpen, kReleased, kFailed };
 
-// kFull: a shard the cache has no room for lives in one of these (a memfd,
-// mapped; reused from shard to shard, so no page is allocated or freed per
-// shard) from its download until the readers are done with it.
+// kFull: a shard the cache has no room for lives in one of these from its
+// download until the readers are done with it.  Anonymous memory in huge
+// pages where the kernel has them, reused from shard to shard: no page is
+// allocated, mapped or freed per shard, and the readers read it in place.
 struct StreamBuffer {
-  UniqueFd fd;
   uint8_t* map = nullptr;
   uint64_t capacity = 0;
+  uint64_t size = 0;  // of the shard in it
   bool busy = false;
   ~StreamBuffer() {
     if (map) munmap(map, capacity);
@@ -150,20 +152,22 @@ struct StreamingDataset::Impl {
   // `verified`: the file was just downloaded and matched the index's CRC-32C,
   // so its records' own CRCs need no second check.
   // `memory`: a stream buffer (its record index is not kept on disk).
-  Result<std::unique_ptr<NativeDataset>> OpenShard(uint32_t shard, const std::string& path, bool verified, bool memory) {
+  Result<std::unique_ptr<NativeDataset>> OpenShard(uint32_t shard, FileReader file, bool verified, bool memory) {
     std::unique_ptr<NativeDataset> d;
+    std::vector<FileReader> files;
+    files.push_back(std::move(file));
     if (o.format == ShardFormat::kTFRecord) {
       TFRecordOptions to;
       to.index_dir = o.local + "/.stoker-index";
       to.index_cache = !memory;
       to.on_error = o.on_error;
       to.verify_crc = !verified;
-      STOKER_ASSIGN_OR_RETURN(auto t, TFRecordDataset::Open({path}, o.features, to));
+      STOKER_ASSIGN_OR_RETURN(auto t, TFRecordDataset::OpenFiles(std::move(files), o.features, to));
       d = std::move(t);
     } else {
       TarShardOptions to;
       to.on_error = o.on_error;
-      STOKER_ASSIGN_OR_RETURN(auto t, TarShardDataset::Open({path}, tar_decls, to));
+      STOKER_ASSIGN_OR_RETURN(auto t, TarShardDataset::OpenFiles(std::move(files), tar_decls, to));
       std::lock_guard<std::mutex> g(mu);
       if (tar_decls.empty()) {  // the first shard opened says what the fields are
         tar_decls = t->decls();
@@ -188,10 +192,18 @@ struct StreamingDataset::Impl {
   Status EnsureOpen(Slot& s) {
     std::lock_guard<std::mutex> g(s.open_mu);
     if (s.state.load() == kOpen) return Status::OK();
-    const bool memory = s.mem != nullptr;
-    Result<std::unique_ptr<NativeDataset>> d =
-        memory ? OpenShard(s.shard, "/proc/self/fd/" + std::to_string(s.mem->fd.get()), shards[s.shard].has_crc, true)
-               : OpenShard(s.shard, s.pin.path(), s.pin.downloaded() && shards[s.shard].has_crc, false);
+    Result<std::unique_ptr<NativeDataset>> d = Status::OK();
+    if (s.mem) {
+      d = OpenShard(s.shard, FileReader::OverMemory(o.remote + "/" + shards[s.shard].name + " (streamed into memory)",
+                                                     s.mem->map, s.mem->size),
+                    shards[s.shard].has_crc, true);
+    } else {
+      // Mapped (TFRecord) or read with pread (tar), as the native datasets do.
+      const IoMode io = o.format == ShardFormat::kTFRecord ? TFRecordOptions{}.io : TarShardOptions{}.io;
+      Result<FileReader> f = FileReader::Open(s.pin.path(), {io, true});
+      d = f.ok() ? OpenShard(s.shard, std::move(f).value(), s.pin.downloaded() && shards[s.shard].has_crc, false)
+                 : Result<std::unique_ptr<NativeDataset>>(f.status());
+    }
     if (!d.ok()) {
       std::lock_guard<std::mutex> l(mu);
       s.error = d.status();
@@ -452,49 +464,67 @@ struct StreamingDataset::Impl {
     return used.ok() && used.value() + info.size <= o.max_bytes;
   }
 
+  size_t BufferCount() const { return o.stream_buffers ? o.stream_buffers : 2 * size_t{o.shuffle_window} + 2; }
+
+  // Under mu (or before the fetchers start): one more stream buffer, its
+  // pages allocated now (an error here, not a fault in the middle of an epoch).
+  Status AddBufferLocked() {
+    auto b = std::make_unique<StreamBuffer>();
+    // Whole huge pages for shards of one or more, whole pages below that.
+    const uint64_t unit = max_shard >= (2 << 20) ? (2 << 20) : 4096;
+    const uint64_t capacity = std::max<uint64_t>(unit, (max_shard + unit - 1) / unit * unit);
+    const std::string what = Describe() + ": a stream buffer of " + std::to_string(capacity) + " bytes (" +
+                             std::to_string(BufferCount()) + " of them: stream_buffers; lower it or shuffle_window)";
+    void* p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return Status::ResourceExhausted("no memory for " + what);
+    b->map = static_cast<uint8_t*>(p);
+    b->capacity = capacity;
+    if (unit > 4096) madvise(p, capacity, MADV_HUGEPAGE);  // (advice: fine where the kernel has none)
+    if (madvise(p, capacity, MADV_POPULATE_WRITE) != 0 && errno != EINVAL)  // EINVAL: a kernel before 5.14
+      return Status::ResourceExhausted("no memory for " + what + ": " + std::strerror(errno));
+    buffers.push_back(std::move(b));
+    return Status::OK();
+  }
+
   // Under mu: a free stream buffer, or null.  A speculative fetch leaves a
   // shuffle window of them for the shards the readers ask for.
   StreamBuffer* AcquireBufferLocked(bool speculative) {
-    const size_t cap = o.stream_buffers ? o.stream_buffers : 2 * size_t{o.shuffle_window} + 2;
-    size_t free = cap - buffers.size();
+    const size_t cap = BufferCount();
+    size_t free = cap - std::min(cap, buffers.size());
     for (const auto& b : buffers) free += !b->busy;
     if (free == 0 || (speculative && free <= o.shuffle_window)) return nullptr;
+    StreamBuffer* got = nullptr;
     for (auto& b : buffers)
       if (!b->busy) {
-        b->busy = true;
-        return b.get();
+        got = b.get();
+        break;
       }
-    auto b = std::make_unique<StreamBuffer>();
-    b->fd.reset(memfd_create("stoker-stream", MFD_CLOEXEC));
-    if (!b->fd.valid() || ftruncate(b->fd.get(), static_cast<off_t>(max_shard)) != 0) return nullptr;
-    void* p = mmap(nullptr, max_shard, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, b->fd.get(), 0);
-    if (p == MAP_FAILED) return nullptr;
-    b->map = static_cast<uint8_t*>(p);
-    b->capacity = max_shard;
-    b->busy = true;
-    buffers.push_back(std::move(b));
-    return buffers.back().get();
+    if (!got) {
+      Status st = AddBufferLocked();
+      if (!st.ok()) {  // seen in stats(); the fetcher waits for a buffer to come free
+        ++fetch_errors;
+        last_error = st.message();
+        return nullptr;
+      }
+      got = buffers.back().get();
+    }
+    got->busy = true;
+    return got;
   }
 
   // Downloads `info` into `buf` (range reads, the store's retries) and
   // checks it against the index's CRC-32C.
   Status ReadIntoBuffer(Store& store, const ShardInfo& info, StreamBuffer* buf) {
-    // The file is the shard's size (its readers see exactly the shard).
-    if (ftruncate(buf->fd.get(), static_cast<off_t>(info.size)) != 0)
-      return Status::IOError("resize of a stream buffer for shard " + info.name, errno);
+    buf->size = info.size;  // its readers see exactly the shard
     const uint64_t before = store.bytes_received();
-    Status st = info.size ? store.Read(info.name, 0, info.size, buf->map) : Status::OK();
+    uint32_t crc = 0;  // (0 for an empty shard) computed as the bytes arrive
+    Status st = info.size ? store.Read(info.name, 0, info.size, buf->map, info.has_crc ? &crc : nullptr) : Status::OK();
     {
       std::lock_guard<std::mutex> g(mu);
       stream_bytes += store.bytes_received() - before;
     }
     if (!st.ok()) return Status::FromCode(st.code(), "shard " + info.name + ": " + st.message());
-    if (info.has_crc) {
-      const uint32_t crc = Crc32c(buf->map, info.size);
-      if (crc != info.crc32c) {
-        return ShardCrcMismatch(info, store.Locate(info.name), crc);
-      }
-    }
+    if (info.has_crc && crc != info.crc32c) return ShardCrcMismatch(info, store.Locate(info.name), crc);
     return Status::OK();
   }
 
@@ -632,7 +662,9 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   const std::string what = "StreamingDataset(" + o.remote + ")";
   if (o.remote.empty()) return Status::InvalidArgument("StreamingDataset: remote (the store's URL or directory) is empty");
   if (o.local.empty()) return Status::InvalidArgument(what + ": local (the cache directory) is empty");
-  if (o.max_bytes == 0) return Status::InvalidArgument(what + ": max_bytes (the cache's budget) must be > 0");
+  if (o.max_bytes == 0 && o.mode != StreamingMode::kFull)
+    return Status::InvalidArgument(what + ": max_bytes (the cache's budget) must be > 0 in mode 'growing' "
+                                   "(mode 'full' takes 0: every shard streamed through memory, none kept)");
   if (o.fetchers < 1) return Status::InvalidArgument(what + ": fetchers must be at least 1");
   if (o.shuffle_window < 1) return Status::InvalidArgument(what + ": shuffle_window must be at least 1");
   auto impl = std::make_unique<Impl>();
@@ -657,7 +689,7 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   for (uint32_t i = 0; i < m.shards.size(); ++i) {
     const ShardInfo& s = m.shards[i];
     if (!m.by_name.emplace(s.name, i).second) return Status::InvalidArgument(what + ": shard '" + s.name + "' is listed twice");
-    if (s.size > o.max_bytes)
+    if (s.size > o.max_bytes && o.mode == StreamingMode::kGrowing)  // (kFull streams it through memory)
       return Status::InvalidArgument(what + ": shard " + s.name + " (" + std::to_string(s.size) +
                                      " bytes) is larger than max_bytes (" + std::to_string(o.max_bytes) + ")");
     if (o.mode == StreamingMode::kFull && !s.has_samples)
@@ -703,6 +735,11 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   for (uint32_t i = 0; i < o.fetchers; ++i) {
     STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> s, Store::Open(o.remote, o.store));
     stores.push_back(std::move(s));
+  }
+  if (o.mode == StreamingMode::kFull && m.remote_bytes > o.max_bytes) {
+    // Some shards will stream through memory: its buffers now, so that
+    // no memory is an error here rather than a stall later.
+    while (m.buffers.size() < m.BufferCount()) STOKER_RETURN_IF_ERROR(m.AddBufferLocked());
   }
   std::shared_ptr<StreamingDataset> d(new StreamingDataset(std::move(impl)));
   d->set_on_error(o.on_error);

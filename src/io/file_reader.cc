@@ -32,7 +32,7 @@ Result<IoMode> ParseIoMode(const std::string& name) {
 }
 
 FileReader::Mapping::~Mapping() {
-  if (addr) munmap(addr, len);
+  if (addr && owned) munmap(addr, len);
 }
 
 FileReader::~FileReader() = default;
@@ -63,7 +63,20 @@ Result<FileReader> FileReader::Open(const std::string& path, FileReaderOptions o
   return r;
 }
 
+FileReader FileReader::OverMemory(std::string name, const uint8_t* data, uint64_t size) {
+  FileReader r;
+  r.size_ = size;
+  r.path_ = std::move(name);
+  r.mode_ = IoMode::kMmap;
+  r.map_ = std::make_unique<Mapping>();
+  r.map_->addr = const_cast<uint8_t*>(data);
+  r.map_->len = size;
+  r.map_->owned = false;
+  return r;
+}
+
 Result<uint64_t> FileReader::CurrentSize() const {
+  if (!fd_.valid()) return size_;  // OverMemory: fixed
   struct stat st {};
   if (fstat(fd_.get(), &st) != 0) return Status::IOError("fstat " + path_, errno);
   return static_cast<uint64_t>(st.st_size);

@@ -32,6 +32,10 @@ struct FileReaderOptions {
 class FileReader {
  public:
   static Result<FileReader> Open(const std::string& path, FileReaderOptions options = {});
+  // Reads of `size` bytes at `data` that the caller owns and keeps alive
+  // (and unchanged) while the reader exists; kMmap without a file.  `name`
+  // stands for the file in messages.
+  static FileReader OverMemory(std::string name, const uint8_t* data, uint64_t size);
   FileReader() = default;
   FileReader(FileReader&&) noexcept = default;
   FileReader& operator=(FileReader&&) noexcept = default;
@@ -62,6 +66,7 @@ class FileReader {
   struct Mapping {
     void* addr = nullptr;
     uint64_t len = 0;
+    bool owned = true;  // false: OverMemory's (the caller unmaps it)
     ~Mapping();
   };
   std::unique_ptr<Mapping> map_;

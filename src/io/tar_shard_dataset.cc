@@ -23,6 +23,18 @@ Result<std::unique_ptr<TarShardDataset>> TarShardDataset::Open(const std::vector
                                                                std::vector<TarFieldDecl> fields,
                                                                TarShardOptions options) {
   if (paths.empty()) return Status::InvalidArgument("TarShardDataset: no shards given");
+  std::vector<FileReader> files;
+  for (const std::string& p : paths) {
+    STOKER_ASSIGN_OR_RETURN(FileReader f, FileReader::Open(p, {options.io, true}));
+    files.push_back(std::move(f));
+  }
+  return OpenFiles(std::move(files), std::move(fields), options);
+}
+
+Result<std::unique_ptr<TarShardDataset>> TarShardDataset::OpenFiles(std::vector<FileReader> files,
+                                                                    std::vector<TarFieldDecl> fields,
+                                                                    TarShardOptions options) {
+  if (files.empty()) return Status::InvalidArgument("TarShardDataset: no shards given");
   std::unique_ptr<TarShardDataset> d(new TarShardDataset());
   d->set_on_error(options.on_error);
   const bool skip = options.on_error == OnError::kSkip;
@@ -31,8 +43,8 @@ Result<std::unique_ptr<TarShardDataset>> TarShardDataset::Open(const std::vector
     if (!seen_ext.insert(f.ext).second)
       return Status::InvalidArgument("TarShardDataset: field '" + f.ext + "' is declared twice");
   std::vector<std::string> order;  // extensions in first-sample order (inference)
-  for (const std::string& p : paths) {
-    STOKER_ASSIGN_OR_RETURN(FileReader f, FileReader::Open(p, {options.io, true}));
+  for (FileReader& f : files) {
+    const std::string& p = f.path();
     STOKER_ASSIGN_OR_RETURN(TarListing listing, ListTar(f, skip));
     for (const std::string& b : listing.bad) d->CountSkipped(Status::DataLoss(b));
     const uint32_t shard = static_cast<uint32_t>(d->files_.size());

@@ -32,6 +32,11 @@ class TarShardDataset : public NativeDataset {
   // `fields` empty: inferred from the first sample.
   static Result<std::unique_ptr<TarShardDataset>> Open(const std::vector<std::string>& paths,
                                                        std::vector<TarFieldDecl> fields, TarShardOptions options = {});
+  // Over files already open (e.g. FileReader::OverMemory); options.io is
+  // theirs, not used here.
+  static Result<std::unique_ptr<TarShardDataset>> OpenFiles(std::vector<FileReader> files,
+                                                            std::vector<TarFieldDecl> fields,
+                                                            TarShardOptions options = {});
   uint64_t size() const override { return samples_.size(); }
   const std::vector<FieldSpec>& fields() const override { return specs_; }
   Status Read(uint64_t index, uint8_t* const* dst) override;

@@ -25,12 +25,24 @@ Result<std::unique_ptr<TFRecordDataset>> TFRecordDataset::Open(const std::vector
                                                                TFRecordOptions options) {
   if (paths.empty()) return Status::InvalidArgument("TFRecordDataset: no files given");
   STOKER_RETURN_IF_ERROR(ValidateTFRecordFeatures(features, "TFRecordDataset"));
+  std::vector<FileReader> files;
+  for (const std::string& p : paths) {
+    STOKER_ASSIGN_OR_RETURN(FileReader f, FileReader::Open(p, {options.io, true}));
+    files.push_back(std::move(f));
+  }
+  return OpenFiles(std::move(files), std::move(features), options);
+}
+
+Result<std::unique_ptr<TFRecordDataset>> TFRecordDataset::OpenFiles(std::vector<FileReader> files,
+                                                                    std::vector<FieldSpec> features,
+                                                                    TFRecordOptions options) {
+  if (files.empty()) return Status::InvalidArgument("TFRecordDataset: no files given");
+  STOKER_RETURN_IF_ERROR(ValidateTFRecordFeatures(features, "TFRecordDataset"));
   std::unique_ptr<TFRecordDataset> d(new TFRecordDataset(std::move(features)));
   d->options_ = options;
   d->set_on_error(options.on_error);
   const bool skip = options.on_error == OnError::kSkip;
-  for (const std::string& p : paths) {
-    STOKER_ASSIGN_OR_RETURN(FileReader f, FileReader::Open(p, {options.io, true}));
+  for (FileReader& f : files) {
     STOKER_ASSIGN_OR_RETURN(TFRecordIndex idx, LoadOrBuildTFRecordIndex(f, {options.index_dir, skip, options.index_cache}));
     if (idx.bad_tail_offset != 0) d->CountSkipped(Status::DataLoss(idx.bad_tail_reason));
     d->starts_.push_back(d->starts_.back() + idx.records.size());

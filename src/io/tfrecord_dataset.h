@@ -34,6 +34,11 @@ class TFRecordDataset : public NativeDataset {
  public:
   static Result<std::unique_ptr<TFRecordDataset>> Open(const std::vector<std::string>& paths,
                                                        std::vector<FieldSpec> features, TFRecordOptions options = {});
+  // Over files already open (e.g. FileReader::OverMemory); options.io is
+  // theirs, not used here.
+  static Result<std::unique_ptr<TFRecordDataset>> OpenFiles(std::vector<FileReader> files,
+                                                            std::vector<FieldSpec> features,
+                                                            TFRecordOptions options = {});
   uint64_t size() const override { return starts_.back(); }
   const std::vector<FieldSpec>& fields() const override { return decoder_.features(); }
   Status Read(uint64_t index, uint8_t* const* dst) override;

@@ -154,7 +154,10 @@ Status BuildIndex(const FileReader& file, bool skip_bad, TFRecordIndex* idx) {
 }  // namespace
 
 Result<TFRecordIndex> LoadOrBuildTFRecordIndex(const FileReader& file, const TFRecordIndexOptions& options) {
-  STOKER_ASSIGN_OR_RETURN(FileStamp stamp, Stamp(file.path()));
+  FileStamp stamp{};
+  if (options.cache) {  // (a file in memory has no stamp, and no index file)
+    STOKER_ASSIGN_OR_RETURN(stamp, Stamp(file.path()));
+  }
   const std::vector<std::string> candidates =
       options.cache ? CandidatePaths(file.path(), options.index_dir) : std::vector<std::string>{};
   TFRecordIndex idx;

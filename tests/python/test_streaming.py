@@ -192,13 +192,57 @@ def test_full_mode_every_sample_once_per_epoch_through_a_small_cache(server, www
     # rest streams through memory buffers; nothing is evicted.
     assert st["evictions"] == 0 and st["fraction_seen"] == 1.0 and st["hits"] >= 4
     assert st["streamed"] >= 2 * (N_SHARDS - 5) and st["downloads"] == st["streamed"] + st["cached_shards"]
-    assert 0 < st["stream_buffer_bytes"] <= (2 * 2 + 2) * shard_size(www)
+    assert 0 < st["stream_buffer_bytes"] <= (2 * 2 + 2) * (shard_size(www) + 4095)  # (whole pages)
     assert mon.peak <= max_bytes
     # Shard by shard: each stretch of 2 shards' samples (a shuffle window) is 2 shards, mixed.
     for ys in orders:
         windows = [ys[i:i + 2 * PER_SHARD] for i in range(0, len(ys), 2 * PER_SHARD)]
         assert all(len({y // PER_SHARD for y in w}) == 2 for w in windows)
         assert any(w != sorted(w) for w in windows)
+
+
+def test_full_mode_without_a_cache_streams_everything_through_memory(server, www, tmp_path):
+    local = str(tmp_path / "cache")
+    ds = StreamingDataset(server.url, local, max_bytes=0, mode="full", features=FEATURES, shuffle_window=2,
+                          prefetch=3, stream_buffers=4)
+    loader = stoker.DataLoader(ds, batch_size=16, shuffle=True, num_workers=2, seed=5)
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        assert sorted(epoch_ys(loader)) == list(range(N_SHARDS * PER_SHARD))
+    st = ds.stats()
+    assert st["streamed"] == st["downloads"] == 2 * N_SHARDS and st["hits"] == 0 and st["cached_shards"] == 0
+    assert st["used_bytes"] == 0 and st["evictions"] == 0
+    assert [f for f in os.listdir(local) if not f.startswith(".")] == []  # nothing written
+    assert st["stream_buffer_bytes"] == 4 * ((shard_size(www) + 4095) // 4096 * 4096)  # allocated at open
+    ds.close()
+    # Shards the directory holds already are still read from it.
+    shutil.copy(os.path.join(www, "shard-003.tfrecord"), local)
+    ds = StreamingDataset(server.url, local, max_bytes=0, mode="full", features=FEATURES, shuffle_window=2)
+    assert sorted(epoch_ys(stoker.DataLoader(ds, batch_size=16, num_workers=2))) == list(range(N_SHARDS * PER_SHARD))
+    st = ds.stats()
+    assert st["hits"] == 1 and st["streamed"] == N_SHARDS - 1
+    ds.close()
+    with pytest.raises(ValueError, match="max_bytes=0 \\(no cache\\) is for mode='full'"):
+        StreamingDataset(server.url, local, max_bytes=0, features=FEATURES)
+
+
+def test_full_mode_without_memory_for_its_buffers_fails_at_open(server, tmp_path):
+    """The stream buffers are allocated when the dataset opens: no memory is
+    a MemoryError naming stream_buffers there, not a stall in an epoch."""
+    code = textwrap.dedent(f"""
+        import resource
+        from stoker.cache import StreamingDataset
+        with open("/proc/self/status") as f:
+            vm = next(int(l.split()[1]) for l in f if l.startswith("VmSize:")) * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (vm + (1 << 30), vm + (1 << 30)))
+        try:
+            StreamingDataset({server.url!r}, {str(tmp_path / "c")!r}, max_bytes=0, mode="full",
+                             features={FEATURES!r}, stream_buffers=40000)
+        except MemoryError as e:
+            print("MemoryError:", e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "MemoryError:" in out.stdout and "stream_buffers" in out.stdout, out.stdout + out.stderr
 
 
 def test_full_mode_needs_counts_and_room(server, www, tmp_path):

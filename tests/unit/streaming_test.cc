@@ -258,6 +258,9 @@ TEST(Streaming, ErrorsNameWhatIsWrong) {
   EXPECT_FALSE(StreamingDataset::Open(o).ok());
   o = Options(dir, StreamingMode::kGrowing, 100);
   EXPECT_NE(StreamingDataset::Open(o).status().message().find("is larger than max_bytes"), std::string::npos);
+  o = Options(dir, StreamingMode::kGrowing, 0);
+  EXPECT_NE(StreamingDataset::Open(o).status().message().find("must be > 0 in mode 'growing'"), std::string::npos);
+  EXPECT_TRUE(StreamingDataset::Open(Options(dir, StreamingMode::kFull, 0)).ok());  // full: no cache at all
   // A forked child cannot read (no fetchers there): an error, not a hang.
   auto ds = StreamingDataset::Open(Options(dir, StreamingMode::kFull, 1 << 30));
   ASSERT_TRUE(ds.ok());
