@@ -1,28 +1,29 @@
 """The streaming cache against curl and against the native read path.
 
-    python bench/streaming.py --shards 32 --shard-mb 32 --rounds 3
+    python bench/streaming.py --shards 32 --shard-mb 32 --rounds 5
 
 TFRecord shards of 1 MiB float32 records (--shards of --shard-mb each) are
-served by a real nginx on 127.0.0.1 (the test suite's, tests/python/nginx.py).
-Per round, in this order, with the page cache warm for the server's files:
+served by a real nginx on 127.0.0.1 (the test suite's, tests/python/nginx.py;
+one worker, sendfile off) from the page cache.  Per round, in this order:
   curl:      `curl` downloading every shard to /dev/null over one kept-alive
-             connection, and with --parallel --parallel-max 2 (the best of the
-             two is the reference); and, 2 connections, into files on
-             /dev/shm (what writing the bytes anywhere costs);
-  streaming: one epoch of stoker.cache.StreamingDataset(mode="full") from an
-             empty cache of half the dataset's size (so it evicts as it goes),
-             stoker.DataLoader(batch_size=8, num_workers=2): downloads (2
-             fetchers), CRC-32C checks, fsyncs, record CRCs and decoding;
-             rate = the dataset's bytes / the epoch's wall time.  Twice: the
-             cache on --dir's disk, and on /dev/shm (no disk: what the
-             pipeline itself does; a disk slower than the network caps the
-             first, and `dd conv=fsync` of the same size is printed beside it);
-             half the shards go into the cache, the other half stream through
-             reused memory buffers (no room left: nothing is evicted); and a
-             third time with a cache of one shard (all through memory);
-  cached:    a second StreamingDataset whose cache holds every shard, one
-             epoch, against stoker.io.TFRecordDataset over the same cached
-             files with the same loader (same order kind: shuffled).
+             connection, and with --parallel --parallel-max 2;
+  streaming: stoker.cache.StreamingDataset(mode="full"), 2 fetchers,
+             shuffle_window=2, prefetch=4, read by stoker.DataLoader(
+             batch_size=8, num_workers=2, shuffle=True); rate = the dataset's
+             bytes / the epoch's wall time (downloads, CRC-32C checks,
+             decoding into the pool):
+               no cache:   max_bytes=0, every shard through memory; a fresh
+                           dataset's first epoch, then its second;
+               half cache: an empty cache of half the dataset's size on
+                           /dev/shm and on --dir's disk (half the shards are
+                           written there, fsynced; the rest stream through
+                           memory);
+  curl again (1 and 2 connections), and curl into files on /dev/shm;
+  cached:    a StreamingDataset whose cache holds every shard, one epoch,
+             against stoker.io.TFRecordDataset over the same files with the
+             same loader.
+"vs curl" divides by the better of curl's 1- and 2-connection rates, each
+the mean of its run before and after the streaming runs of the round.
 Prints per round and the medians, and a JSON line last.
 """
 from __future__ import annotations
@@ -97,8 +98,7 @@ def dd_rate(path, total):
     return (mb << 20) / dt
 
 
-def epoch_rate(ds, total):
-    loader = stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
+def epoch_rate(loader, total):
     t0 = time.perf_counter()
     n = 0
     for b in loader:
@@ -111,7 +111,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shards", type=int, default=32)
     ap.add_argument("--shard-mb", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--dir", default="/var/tmp/stoker-streaming-bench")
     args = ap.parse_args()
     www = os.path.join(args.dir, "www")
@@ -127,58 +127,64 @@ def main():
                 while fh.read(1 << 24):
                     pass
         for r in range(args.rounds):
-            c1 = curl_rate(urls, total, False)
-            c2 = curl_rate(urls, total, True)
-            c3 = curl_rate(urls, total, True, into="/dev/shm/stoker-streaming-curl")
+            c1a, c2a = curl_rate(urls, total, False), curl_rate(urls, total, True)
             streamed = {}
-            largest = max(os.path.getsize(os.path.join(www, n)) for n in names)
-            for where, cold, budget in (("disk", os.path.join(args.dir, "cold"), total // 2),
+            for where, cold, budget in (("none", os.path.join(args.dir, "cold"), 0),
                                         ("shm", "/dev/shm/stoker-streaming-cold", total // 2),
-                                        ("mem", os.path.join(args.dir, "cold"), largest)):
+                                        ("disk", os.path.join(args.dir, "cold"), total // 2)):
                 shutil.rmtree(cold, ignore_errors=True)
                 ds = StreamingDataset(server.url, cold, max_bytes=budget, mode="full", features=FEATURES,
                                       shuffle_window=2, prefetch=4)
-                s_rate, n = epoch_rate(ds, total)
+                loader = stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
+                s_rate, n = epoch_rate(loader, total)
+                assert n == args.shards * args.shard_mb * RECORD * 4
                 streamed[where] = (s_rate, ds.stats())
+                if where == "none":  # its second epoch: buffers and connections warm
+                    loader.set_epoch(1)
+                    streamed["none_epoch2"] = (epoch_rate(loader, total)[0], ds.stats())
                 ds.close()
                 shutil.rmtree(cold, ignore_errors=True)
-                assert n == args.shards * args.shard_mb * RECORD * 4
+            c1b, c2b = curl_rate(urls, total, False), curl_rate(urls, total, True)
+            c1, c2 = (c1a + c1b) / 2, (c2a + c2b) / 2
+            c3 = curl_rate(urls, total, True, into="/dev/shm/stoker-streaming-curl")
             dd = dd_rate(os.path.join(args.dir, "dd.bin"), total)
             warm = os.path.join(args.dir, "warm")
             if r == 0:
                 shutil.rmtree(warm, ignore_errors=True)
             full = StreamingDataset(server.url, warm, max_bytes=2 * total, mode="full", features=FEATURES)
-            epoch_rate(full, total)  # fills the cache (the first round) / warms it
-            c_rate, _ = epoch_rate(full, total)
+            epoch_rate(stoker.DataLoader(full, batch_size=8, shuffle=True, num_workers=2), total)  # fills / warms
+            c_rate, _ = epoch_rate(stoker.DataLoader(full, batch_size=8, shuffle=True, num_workers=2), total)
             assert full.stats()["downloads"] == (args.shards if r == 0 else 0)
             full.close()
             native = io.TFRecordDataset([os.path.join(warm, n) for n in names], features=FEATURES,
                                         index_dir=os.path.join(args.dir, "index"))
-            n_rate, _ = epoch_rate(native, total)
+            n_rate, _ = epoch_rate(stoker.DataLoader(native, batch_size=8, shuffle=True, num_workers=2), total)
             curl = max(c1, c2)
-            row = {"curl_1conn_GBps": c1 / 1e9, "curl_2conn_GBps": c2 / 1e9, "curl_to_shm_files_GBps": c3 / 1e9,
-                   "dd_fsync_GBps": dd / 1e9,
+            row = {"curl_1conn_GBps": c1 / 1e9, "curl_2conn_GBps": c2 / 1e9,
+                   "curl_1conn_before_after_GBps": [c1a / 1e9, c1b / 1e9],
+                   "curl_2conn_before_after_GBps": [c2a / 1e9, c2b / 1e9],
+                   "curl_to_shm_files_GBps": c3 / 1e9, "dd_fsync_GBps": dd / 1e9,
                    "cached_GBps": c_rate / 1e9, "native_GBps": n_rate / 1e9, "cached_vs_native": c_rate / n_rate}
             for where, (rate_, st) in streamed.items():
                 row[f"streaming_{where}_GBps"] = rate_ / 1e9
                 row[f"streaming_{where}_vs_curl"] = rate_ / curl
-                row[f"streaming_{where}_vs_curl_to_files"] = rate_ / c3
                 row[f"evictions_{where}"] = st["evictions"]
             rows.append(row)
-            print(f"round {r}: curl {c1 / 1e9:.2f} GB/s (1 conn) {c2 / 1e9:.2f} (2 conns) to /dev/null, {c3 / 1e9:.2f} "
-                  f"into files on /dev/shm; streaming full: cache on "
-                  f"/dev/shm {row['streaming_shm_GBps']:.2f} GB/s = {row['streaming_shm_vs_curl']:.2f}x curl, on disk "
-                  f"{row['streaming_disk_GBps']:.2f} = {row['streaming_disk_vs_curl']:.2f}x (dd conv=fsync "
-                  f"{dd / 1e9:.2f}), a one-shard cache (all through memory) {row['streaming_mem_GBps']:.2f} = "
-                  f"{row['streaming_mem_vs_curl']:.2f}x; cached {c_rate / 1e9:.2f} GB/s vs native {n_rate / 1e9:.2f} = "
+            print(f"round {r}: curl {c1a / 1e9:.2f}/{c1b / 1e9:.2f} GB/s (1 conn, before/after) "
+                  f"{c2a / 1e9:.2f}/{c2b / 1e9:.2f} (2 conns), {c3 / 1e9:.2f} into files on /dev/shm; streaming "
+                  f"full: no cache {row['streaming_none_GBps']:.2f} GB/s = {row['streaming_none_vs_curl']:.2f}x curl "
+                  f"(2nd epoch {row['streaming_none_epoch2_GBps']:.2f} = {row['streaming_none_epoch2_vs_curl']:.2f}x), "
+                  f"half cache on /dev/shm {row['streaming_shm_GBps']:.2f} = {row['streaming_shm_vs_curl']:.2f}x, "
+                  f"on disk {row['streaming_disk_GBps']:.2f} = {row['streaming_disk_vs_curl']:.2f}x (dd conv=fsync "
+                  f"{dd / 1e9:.2f}); cached {c_rate / 1e9:.2f} GB/s vs native {n_rate / 1e9:.2f} = "
                   f"{row['cached_vs_native']:.2f}x", flush=True)
     finally:
         server.stop()
-    med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-    print(f"median of {len(rows)}: streaming {med['streaming_shm_vs_curl']:.2f}x curl to /dev/null "
-          f"({med['streaming_shm_vs_curl_to_files']:.2f}x curl into files; cache on /dev/shm), "
-          f"{med['streaming_disk_vs_curl']:.2f}x (on disk), {med['streaming_mem_vs_curl']:.2f}x (through memory); cached {med['cached_vs_native']:.2f}x native "
-          f"({total / 1e9:.2f} GB in {args.shards} shards)")
+    med = {k: statistics.median(r[k] for r in rows) for k in rows[0] if not isinstance(rows[0][k], list)}
+    print(f"median of {len(rows)}: streaming full, no cache {med['streaming_none_vs_curl']:.2f}x curl to /dev/null "
+          f"(2nd epoch {med['streaming_none_epoch2_vs_curl']:.2f}x), half cache on /dev/shm "
+          f"{med['streaming_shm_vs_curl']:.2f}x, on disk {med['streaming_disk_vs_curl']:.2f}x; cached "
+          f"{med['cached_vs_native']:.2f}x native ({total / 1e9:.2f} GB in {args.shards} shards)")
     print(json.dumps({"rounds": rows, "median": med, "bytes": total}))
 
 
