@@ -75,6 +75,16 @@ FileReader FileReader::OverMemory(std::string name, const uint8_t* data, uint64_
   return r;
 }
 
+Result<std::vector<FileReader>> FileReader::OpenAll(const std::vector<std::string>& paths, FileReaderOptions options) {
+  std::vector<FileReader> files;
+  files.reserve(paths.size());
+  for (const std::string& p : paths) {
+    STOKER_ASSIGN_OR_RETURN(FileReader f, Open(p, options));
+    files.push_back(std::move(f));
+  }
+  return files;
+}
+
 Result<uint64_t> FileReader::CurrentSize() const {
   if (!fd_.valid()) return size_;  // OverMemory: fixed
   struct stat st {};

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/unique_fd.h"
 #include "stoker/status.h"
@@ -36,6 +37,8 @@ class FileReader {
   // (and unchanged) while the reader exists; kMmap without a file.  `name`
   // stands for the file in messages.
   static FileReader OverMemory(std::string name, const uint8_t* data, uint64_t size);
+  // Open for each of `paths`, in order; the first error.
+  static Result<std::vector<FileReader>> OpenAll(const std::vector<std::string>& paths, FileReaderOptions options = {});
   FileReader() = default;
   FileReader(FileReader&&) noexcept = default;
   FileReader& operator=(FileReader&&) noexcept = default;

@@ -23,11 +23,7 @@ Result<std::unique_ptr<TarShardDataset>> TarShardDataset::Open(const std::vector
                                                                std::vector<TarFieldDecl> fields,
                                                                TarShardOptions options) {
   if (paths.empty()) return Status::InvalidArgument("TarShardDataset: no shards given");
-  std::vector<FileReader> files;
-  for (const std::string& p : paths) {
-    STOKER_ASSIGN_OR_RETURN(FileReader f, FileReader::Open(p, {options.io, true}));
-    files.push_back(std::move(f));
-  }
+  STOKER_ASSIGN_OR_RETURN(std::vector<FileReader> files, FileReader::OpenAll(paths, {options.io, true}));
   return OpenFiles(std::move(files), std::move(fields), options);
 }
 

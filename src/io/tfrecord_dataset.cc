@@ -25,11 +25,7 @@ Result<std::unique_ptr<TFRecordDataset>> TFRecordDataset::Open(const std::vector
                                                                TFRecordOptions options) {
   if (paths.empty()) return Status::InvalidArgument("TFRecordDataset: no files given");
   STOKER_RETURN_IF_ERROR(ValidateTFRecordFeatures(features, "TFRecordDataset"));
-  std::vector<FileReader> files;
-  for (const std::string& p : paths) {
-    STOKER_ASSIGN_OR_RETURN(FileReader f, FileReader::Open(p, {options.io, true}));
-    files.push_back(std::move(f));
-  }
+  STOKER_ASSIGN_OR_RETURN(std::vector<FileReader> files, FileReader::OpenAll(paths, {options.io, true}));
   return OpenFiles(std::move(files), std::move(features), options);
 }
 
