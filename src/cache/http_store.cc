@@ -184,9 +184,13 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
   // The CRC follows the bytes in pieces of at least this much: large enough
   // for its three-stream loop, small enough to still be in the CPU's cache.
   constexpr uint64_t kCrcPiece = 256 << 10;
+  auto done = [&] {  // all n bytes are in: the rest of the CRC
+    if (crc32c) *crc32c = Crc32cExtend(crc, out + summed, got - summed);
+    return Status::OK();
+  };
   return WithRetries("GET " + url + " bytes " + std::to_string(offset) + "-" + std::to_string(offset + n - 1),
                      [&](bool* transient) -> Status {
-    if (got == n) return Status::OK();
+    if (got == n) return done();  // an earlier attempt got every byte, then failed
     const std::string range = std::to_string(offset + got) + "-" + std::to_string(offset + n - 1);
     const uint64_t before = got;
     CURL* c = static_cast<CURL*>(curl_);
@@ -218,8 +222,7 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
     if (got < n) return Status::IOError("the response ended after " + std::to_string(got) + " of " +
                                         std::to_string(n) + " bytes", EIO);
     bytes_ += n;
-    if (crc32c) *crc32c = Crc32cExtend(crc, out + summed, got - summed);
-    return Status::OK();
+    return done();
   });
 }
 
