@@ -10,10 +10,11 @@ VENV="${STOKER_VENV:-.venv}"
 PY="$VENV/bin/python"
 
 apt_deps() {
-  # protobuf: TFRecord's tf.train.Example (stoker.io); libcurl: HTTP stores.
+  # protobuf: TFRecord's tf.train.Example (stoker.io); libcurl: HTTP stores;
+  # ISA-L: fast CRC-32C (shards and TFRecord records are checked with it).
   # The test run also needs GoogleTest, Google Benchmark, clang's libFuzzer
   # (tests/fuzz) and nginx (the HTTP store's tests serve files with it).
-  local pkgs=(g++ cmake ninja-build libprotobuf-dev protobuf-compiler libcurl4-openssl-dev "$@")
+  local pkgs=(g++ cmake ninja-build libprotobuf-dev protobuf-compiler libcurl4-openssl-dev libisal-dev "$@")
   local missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   if ((${#missing[@]})); then

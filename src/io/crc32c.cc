@@ -1,11 +1,16 @@
 #include "io/crc32c.h"
 
+#include "io/batch_copy.h"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
+#endif
+#if defined(STOKER_HAVE_ISAL)
+#include <isa-l/crc.h>
 #endif
 
 namespace stoker {
@@ -124,13 +129,25 @@ const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
 
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
-#if defined(__x86_64__)
-  if (kHaveSse42) return HardwareExtend(crc, p, n);
+#if defined(STOKER_HAVE_ISAL)
+  // crc32_iscsi keeps the register un-inverted and takes an int length.
+  constexpr size_t kMax = size_t{1} << 30;
+  uint32_t r = ~crc;
+  for (; n > kMax; n -= kMax, p += kMax) r = crc32_iscsi(const_cast<uint8_t*>(p), static_cast<int>(kMax), r);
+  return ~crc32_iscsi(const_cast<uint8_t*>(p), static_cast<int>(n), r);
+#else
+  return Crc32cOwnExtend(crc, p, n);
 #endif
-  return SoftwareExtend(crc, p, n);
 }
 
 uint32_t Crc32cSoftwareExtend(uint32_t crc, const void* data, size_t n) {
+  return SoftwareExtend(crc, static_cast<const uint8_t*>(data), n);
+}
+
+uint32_t Crc32cOwnExtend(uint32_t crc, const void* data, size_t n) {
+#if defined(__x86_64__)
+  if (kHaveSse42) return HardwareExtend(crc, static_cast<const uint8_t*>(data), n);
+#endif
   return SoftwareExtend(crc, static_cast<const uint8_t*>(data), n);
 }
 
@@ -144,14 +161,14 @@ void Crc32cCursor::AdvanceTo(const uint8_t* p) {
 void Crc32cCursor::Copy(uint8_t* dst, const uint8_t* src, size_t n) {
   constexpr size_t kPiece = 64 << 10;  // stays in L2 between the checksum and the copy
   if (src < at_ || src > end_) {  // already counted (or not ours): copy only
-    std::memcpy(dst, src, n);
+    BatchCopy(dst, src, n);
     return;
   }
   AdvanceTo(src);
   for (size_t done = 0; done < n; done += kPiece) {
     const size_t k = std::min(kPiece, n - done);
     crc_ = Crc32cExtend(crc_, src + done, k);
-    std::memcpy(dst + done, src + done, k);
+    BatchCopy(dst + done, src + done, k);
   }
   at_ = src + n;
 }
@@ -162,10 +179,20 @@ uint32_t Crc32cCursor::Finish() {
 }
 
 bool Crc32cIsHardware() {
-#if defined(__x86_64__)
+#if defined(STOKER_HAVE_ISAL)
+  return true;  // (its own dispatch: a table only on CPUs without crc32 or pclmul)
+#elif defined(__x86_64__)
   return kHaveSse42;
 #else
   return false;
+#endif
+}
+
+const char* Crc32cImplementation() {
+#if defined(STOKER_HAVE_ISAL)
+  return "isa-l";
+#else
+  return Crc32cIsHardware() ? "sse4.2" : "table";
 #endif
 }
 

@@ -1,5 +1,7 @@
 #include "io/file_reader.h"
 
+#include "io/batch_copy.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -100,12 +102,16 @@ Status FileReader::ShortFile(uint64_t offset, uint64_t n) const {
                          " (truncated file?)", EIO);
 }
 
-Status FileReader::ReadAt(uint64_t offset, void* dst, uint64_t n) const {
+Status FileReader::ReadAt(uint64_t offset, void* dst, uint64_t n) const { return Read(offset, dst, n, false); }
+
+Status FileReader::Read(uint64_t offset, void* dst, uint64_t n, bool into_batch) const {
   auto* p = static_cast<uint8_t*>(dst);
   if (mode_ == IoMode::kMmap) {
     STOKER_ASSIGN_OR_RETURN(uint64_t now, CurrentSize());
     if (offset > std::min(size_, now) || n > std::min(size_, now) - offset) return ShortFile(offset, n);
-    std::memcpy(p, static_cast<const uint8_t*>(map_ ? map_->addr : nullptr) + offset, n);
+    const uint8_t* src = static_cast<const uint8_t*>(map_ ? map_->addr : nullptr) + offset;
+    if (into_batch) BatchCopy(p, src, n);
+    else std::memcpy(p, src, n);
     return Status::OK();
   }
   if (mode_ == IoMode::kDirect) return DirectRead(offset, p, n);

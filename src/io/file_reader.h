@@ -46,6 +46,9 @@ class FileReader {
   // Reads exactly n bytes at offset; IOError naming the file and offset on
   // failure or end of file.
   Status ReadAt(uint64_t offset, void* dst, uint64_t n) const;
+  // ReadAt for bytes going into a batch: from a mapping (or memory) with
+  // BatchCopy (io/batch_copy.h), not a plain memcpy.
+  Status ReadOut(uint64_t offset, void* dst, uint64_t n) const { return Read(offset, dst, n, true); }
   // kMmap only: the mapped bytes [offset, offset+n), or nullptr (another
   // mode, or out of range).
   const uint8_t* Mapped(uint64_t offset, uint64_t n) const {
@@ -62,6 +65,7 @@ class FileReader {
  private:
   Status DirectRead(uint64_t offset, uint8_t* dst, uint64_t n) const;
   Status ShortFile(uint64_t offset, uint64_t n) const;
+  Status Read(uint64_t offset, void* dst, uint64_t n, bool into_batch) const;
   UniqueFd fd_;
   uint64_t size_ = 0;
   std::string path_;

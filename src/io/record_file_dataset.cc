@@ -136,7 +136,7 @@ Status RecordFileDataset::Read(uint64_t index, uint8_t* const* dst) {
   if (index >= count_)
     return Status::InvalidArgument("index " + std::to_string(index) + " is out of range for " + Describe() +
                                    " (" + std::to_string(count_) + " records)");
-  return file_.ReadAt(data_offset_ + index * record_bytes_, dst[0], record_bytes_);
+  return file_.ReadOut(data_offset_ + index * record_bytes_, dst[0], record_bytes_);
 }
 
 Result<std::unique_ptr<NpyDirDataset>> NpyDirDataset::Open(const std::string& dir) {
@@ -169,7 +169,7 @@ Status NpyDirDataset::Read(uint64_t index, uint8_t* const* dst) {
                                    DTypeNameOf(h.dtype) + " differs from the first file's (" + want + ") " +
                                    DTypeNameOf(f.dtype) + " (" + files_[0] + "): every file must be alike");
   }
-  return file.ReadAt(h.data_offset, dst[0], f.bytes());
+  return file.ReadOut(h.data_offset, dst[0], f.bytes());
 }
 
 }  // namespace stoker

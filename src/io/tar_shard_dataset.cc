@@ -150,7 +150,7 @@ Status TarShardDataset::Read(uint64_t index, uint8_t* const* dst) {
     if (s.member[f] < 0) return Where(index, "has no '" + decl.ext + "' member");
     const TarMember& m = members_[s.shard][s.member[f]];
     auto read = [&](uint64_t off, void* to, uint64_t n) -> Status {
-      Status st = file.ReadAt(off, to, n);
+      Status st = file.ReadOut(off, to, n);
       if (!st.ok() && st.message().find("truncated") != std::string::npos)
         return Where(index, "member '" + m.path + "': " + st.message());
       return st;

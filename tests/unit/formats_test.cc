@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "example.pb.h"
+#include "io/batch_copy.h"
 #include "io/crc32c.h"
 #include "io/example_decoder.h"
 #include "io/tar_file.h"
@@ -41,8 +42,9 @@ void RemoveWithIndex(const std::string& path) {
   std::remove((path + ".stoker-index").c_str());
 }
 
-TEST(Crc32c, KnownVectorsAndHardwareMatchesTable) {
+TEST(Crc32c, KnownVectorsAndEveryImplementationAgrees) {
   EXPECT_EQ(Crc32c("123456789", 9), 0xe3069283u);
+  EXPECT_EQ(Crc32cOwnExtend(0, "123456789", 9), 0xe3069283u);
   const std::string zeros(32, '\0'), ones(32, '\xff');
   EXPECT_EQ(Crc32c(zeros.data(), 32), 0x8a9136aau);  // RFC 3720 B.4
   EXPECT_EQ(Crc32c(ones.data(), 32), 0x62a8ab43u);
@@ -55,10 +57,34 @@ TEST(Crc32c, KnownVectorsAndHardwareMatchesTable) {
   for (size_t len : {0ul, 1ul, 7ul, 8ul, 63ul, 24575ul, 24576ul, 24577ul, 73729ul, 199990ul}) {
     const size_t off = rng() % 9;
     EXPECT_EQ(Crc32c(buf.data() + off, len), Crc32cSoftwareExtend(0, buf.data() + off, len)) << len;
+    EXPECT_EQ(Crc32cOwnExtend(0, buf.data() + off, len), Crc32cSoftwareExtend(0, buf.data() + off, len)) << len;
     // Extending in two pieces is the same as one.
     const size_t cut = len / 3;
     EXPECT_EQ(Crc32cExtend(Crc32c(buf.data() + off, cut), buf.data() + off + cut, len - cut),
               Crc32c(buf.data() + off, len));
+    EXPECT_EQ(Crc32cOwnExtend(Crc32c(buf.data() + off, cut), buf.data() + off + cut, len - cut),
+              Crc32c(buf.data() + off, len));
+  }
+#if defined(STOKER_HAVE_ISAL)
+  EXPECT_STREQ(Crc32cImplementation(), "isa-l");
+#endif
+}
+
+TEST(BatchCopy, CopiesEveryByteAtAnyAlignmentAndSize) {
+  std::mt19937_64 rng(11);
+  std::vector<uint8_t> src(kBatchCopyStreamingMin * 3 + 200);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  const size_t t = kBatchCopyStreamingMin;
+  for (size_t len : {size_t{0}, size_t{1}, size_t{63}, t - 1, t, t + 1, t + 63, t + 64, 2 * t + 17, 3 * t}) {
+    for (size_t so : {0, 1, 9}) {
+      for (size_t dof : {0, 3, 16}) {
+        std::vector<uint8_t> dst(len + 64, 0xAB);
+        BatchCopy(dst.data() + dof, src.data() + so, len);
+        ASSERT_EQ(0, std::memcmp(dst.data() + dof, src.data() + so, len)) << len << " " << so << " " << dof;
+        for (size_t i = 0; i < dof; ++i) ASSERT_EQ(dst[i], 0xAB) << "wrote before the destination";
+        for (size_t i = dof + len; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xAB) << "wrote past the destination";
+      }
+    }
   }
 }
 
