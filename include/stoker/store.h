@@ -23,6 +23,10 @@ struct StoreOptions {
   double max_backoff_s = 5.0;
   double connect_timeout_s = 10;  // HTTP: to connect
   double stall_timeout_s = 30;    // HTTP: a transfer slower than 1 KiB/s for this long fails (and is retried)
+  // http:// (not https, not through a proxy): Read receives the bytes straight
+  // into the caller's memory rather than through libcurl's buffer (one copy
+  // less); false: always libcurl's path.
+  bool receive_in_place = true;
 };
 
 class Store {

@@ -75,12 +75,12 @@ py::dict StatsDict(const StreamingStats& s) {
 void BindCache(py::module_& m) {
   py::class_<Store>(m, "Store")
       .def(py::init([](const std::string& url, int attempts, double backoff_s, double max_backoff_s,
-                       double connect_timeout_s, double stall_timeout_s) {
-             StoreOptions o{attempts, backoff_s, max_backoff_s, connect_timeout_s, stall_timeout_s};
+                       double connect_timeout_s, double stall_timeout_s, bool receive_in_place) {
+             StoreOptions o{attempts, backoff_s, max_backoff_s, connect_timeout_s, stall_timeout_s, receive_in_place};
              return Check(Store::Open(url, o)).release();
            }),
            py::arg("url"), py::arg("attempts") = 5, py::arg("backoff_s") = 0.1, py::arg("max_backoff_s") = 5.0,
-           py::arg("connect_timeout_s") = 10.0, py::arg("stall_timeout_s") = 30.0)
+           py::arg("connect_timeout_s") = 10.0, py::arg("stall_timeout_s") = 30.0, py::arg("receive_in_place") = true)
       .def_property_readonly("url", &Store::url)
       .def("locate", &Store::Locate)
       .def("size", [](Store& s, const std::string& name) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -92,6 +93,15 @@ Result<std::unique_ptr<HttpStore>> HttpStore::Create(const std::string& url, con
   std::unique_ptr<HttpStore> s(new HttpStore(url, base, options));
   s->curl_ = curl_easy_init();
   if (!s->curl_) return Status::Internal("curl_easy_init failed");
+  // A proxy from the environment is libcurl's business (its request line and
+  // CONNECT differ); so is TLS, whose bytes are decrypted into a buffer anyway.
+  bool proxied = false;
+  for (const char* v : {"http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"}) {
+    const char* e = std::getenv(v);
+    proxied = proxied || (e && *e);
+  }
+  if (options.receive_in_place && !proxied && base.compare(0, 7, "http://") == 0)
+    s->in_place_ = std::make_unique<HttpRangeGet>(options);
   return s;
 }
 
@@ -193,6 +203,28 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
     if (got == n) return done();  // an earlier attempt got every byte, then failed
     const std::string range = std::to_string(offset + got) + "-" + std::to_string(offset + n - 1);
     const uint64_t before = got;
+    auto arrived = [&](size_t k) {  // out[got, got + k) came in
+      got += k;
+      if (crc32c && got - summed >= kCrcPiece) {
+        crc = Crc32cExtend(crc, out + summed, got - summed);
+        summed = got;
+      }
+    };
+    if (in_place_) {
+      ++requests_;
+      HttpRangeGet::Outcome r =
+          in_place_->Get(url, offset + got, n - got, reinterpret_cast<uint8_t*>(out) + got, arrived);
+      if (r.ignored_range)
+        return Status::IOError(url + ": the server does not answer range requests (HTTP 200 for bytes " + range + ")",
+                               EIO);
+      if (!r.fallback) {
+        *transient = r.transient;
+        if (!r.status.ok()) return r.status;
+        bytes_ += n;
+        return done();
+      }
+      // An answer left to libcurl (an error status, a redirect...): ask again through it.
+    }
     CURL* c = static_cast<CURL*>(curl_);
     bool ignored_range = false;
     Response r = Perform(url, false, range, [&](const char* p, size_t k) {
@@ -204,11 +236,7 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
       }
       k = static_cast<size_t>(std::min<uint64_t>(k, n - got));
       std::memcpy(out + got, p, k);
-      got += k;
-      if (crc32c && got - summed >= kCrcPiece) {
-        crc = Crc32cExtend(crc, out + summed, got - summed);
-        summed = got;
-      }
+      arrived(k);
       return true;  // bytes past n (a 200 from byte 0) are dropped, not an error
     });
     if (ignored_range)

@@ -3,11 +3,16 @@
 // with exponential backoff on transient failures (connection refused or
 // reset, timeouts, a response cut short, HTTP 408/429/5xx), a clear error
 // naming the URL, the attempts and the last failure after the last try.
+// Read over plain http:// (no proxy) receives into the caller's memory
+// (HttpRangeGet), unless StoreOptions.receive_in_place is false.
 #ifndef STOKER_CACHE_HTTP_STORE_H_
 #define STOKER_CACHE_HTTP_STORE_H_
 
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "cache/http_range_get.h"
 
 #include "stoker/store.h"
 
@@ -36,6 +41,7 @@ class HttpStore : public Store {
   std::string base_;
   StoreOptions o_;
   void* curl_ = nullptr;
+  std::unique_ptr<HttpRangeGet> in_place_;  // Read's path over http:// (null: libcurl's)
 };
 
 }  // namespace stoker

@@ -18,7 +18,7 @@ def free_port() -> int:
 
 class Nginx:
     """nginx serving `root` at http://127.0.0.1:port/ and, rate-limited to
-    `slow_rate` per connection, at /slow/."""
+    `slow_rate` per connection, at /slow/; /moved/x redirects (302) to /x."""
 
     def __init__(self, workdir, root, port=None, slow_rate="1m"):
         self.workdir, self.root = str(workdir), str(root)
@@ -48,6 +48,7 @@ http {{
     listen 127.0.0.1:{self.port};
     root {self.root};
     location /slow/ {{ alias {self.root}/; limit_rate {self.slow_rate}; }}
+    location /moved/ {{ rewrite ^/moved/(.*)$ /$1 redirect; }}
   }}
 }}
 """)

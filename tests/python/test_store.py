@@ -67,6 +67,57 @@ def test_http_size_ranges_download_and_connection_reuse(server, www, tmp_path):
         s.download("shard-0.bin", str(out), 100)
 
 
+@pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "libcurl"])
+def test_http_reads_both_ways_keep_alive_redirects_and_a_restarted_server(server, www, in_place):
+    # Read over http:// receives into the caller's memory (HttpRangeGet) or,
+    # with receive_in_place=False, through libcurl's buffer: the same bytes,
+    # the same requests, the same errors.
+    _, data = www
+    s = Store(server.url, receive_in_place=in_place)
+    spans = [(0, 1), (0, len(data)), (12345, 1 << 20), (len(data) - 1, 1), (7, 300000)]
+    for off, n in spans * 3:  # one kept-alive connection for all of them
+        assert s.read("shard-0.bin", off, n) == data[off:off + n]
+    assert s.requests == 15 and s.retries == 0
+    # A redirect is followed (the in-place path leaves it to libcurl).
+    assert Store(server.url + "/moved", receive_in_place=in_place).read("shard-0.bin", 5, 10) == data[5:15]
+    with pytest.raises(ValueError, match=r"shard-9.bin: no such object on the store \(HTTP 404\)"):
+        s.read("shard-9.bin", 0, 10)
+    with pytest.raises(ValueError, match="past the end of the object"):
+        s.read("shard-0.bin", len(data) + 10, 5)
+    # The server restarts: the kept-alive connection is dead; the next read
+    # connects again.
+    server.stop()
+    server.start()
+    assert s.read("shard-0.bin", 100, 200) == data[100:300]
+
+
+def test_http_read_survives_a_stalled_server(server, www):
+    # nginx stopped (SIGSTOP) mid-session: the read waits stall_timeout_s,
+    # fails that attempt, and the retry after SIGCONT gets every byte.
+    _, data = www
+    s = Store(server.url, stall_timeout_s=1.0, attempts=6, backoff_s=0.2)
+    assert s.read("shard-0.bin", 0, 10) == data[:10]
+    os.killpg(server.proc.pid, signal.SIGSTOP)
+    threading.Timer(2.0, lambda: os.killpg(server.proc.pid, signal.SIGCONT)).start()
+    t = time.monotonic()
+    assert s.read("shard-0.bin", 0, len(data)) == data
+    assert s.retries >= 1 and time.monotonic() - t < 20
+
+
+def test_server_killed_mid_read_resumes_from_the_byte_it_stopped_at(server, www):
+    _, data = www
+    s = Store(server.url + "/slow", attempts=10, backoff_s=0.2)  # 1 MiB/s
+
+    def kill_and_restart():
+        time.sleep(1.0)
+        server.stop(signal.SIGKILL)
+        time.sleep(0.5)
+        server.start()
+    threading.Thread(target=kill_and_restart).start()
+    assert s.read("shard-0.bin", 0, len(data)) == data
+    assert s.retries >= 1
+
+
 def test_server_down_retries_then_a_clear_error(server, tmp_path):
     server.stop()
     s = Store(server.url, attempts=3, backoff_s=0.05)
