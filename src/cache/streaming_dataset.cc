@@ -464,7 +464,13 @@ struct StreamingDataset::Impl {
     return used.ok() && used.value() + info.size <= o.max_bytes;
   }
 
-  size_t BufferCount() const { return o.stream_buffers ? o.stream_buffers : 2 * size_t{o.shuffle_window} + 2; }
+  // Default: the window being read, as many again kept for the readers'
+  // next shards (AcquireBufferLocked), and per fetcher one buffer in flight
+  // and one ready, so that fetchers finishing at different times do not wait
+  // for each other's readers.
+  size_t BufferCount() const {
+    return o.stream_buffers ? o.stream_buffers : 2 * size_t{o.shuffle_window} + 2 * size_t{o.fetchers};
+  }
 
   // Under mu (or before the fetchers start): one more stream buffer, its
   // pages allocated now (an error here, not a fault in the middle of an epoch).
