@@ -33,6 +33,7 @@
 
 #include "cache/shard_cache.h"
 #include "core/mix.h"
+#include "core/time_slice.h"
 #include "core/unique_fd.h"
 #include "io/crc32c.h"
 #include "io/file_reader.h"
@@ -366,6 +367,9 @@ struct StreamingDataset::Impl {
   }
 
   void FetcherMain(std::unique_ptr<Store> store) {
+    // Woken for each piece that arrives, a little work each time: short
+    // slices, so as not to wait behind the readers (core/time_slice.h).
+    RequestTimeSlice(kFetcherTimeSliceNs);
     std::unique_lock<std::mutex> l(mu);
     double backoff = 0;
     while (!stop) {
