@@ -6,8 +6,8 @@ TFRecord shards of 1 MiB float32 records (--shards of --shard-mb each) are
 served by a real nginx on 127.0.0.1 (the test suite's, tests/python/nginx.py;
 one worker, sendfile off) from the page cache.  Per round, in this order:
   curl:      `curl` downloading every shard to /dev/null over one kept-alive
-             connection, and with --parallel --parallel-max 2;
-  streaming: stoker.cache.StreamingDataset(mode="full"), 2 fetchers,
+             connection, and with --parallel --parallel-max 2 and 3;
+  streaming: stoker.cache.StreamingDataset(mode="full"), 3 fetchers,
              shuffle_window=2, prefetch=4, read by stoker.DataLoader(
              batch_size=8, num_workers=2, shuffle=True); rate = the dataset's
              bytes / the epoch's wall time (downloads, CRC-32C checks,
@@ -19,11 +19,12 @@ one worker, sendfile off) from the page cache.  Per round, in this order:
                            written there, fsynced; the rest stream through
                            memory);
   curl again (1 and 2 connections), and curl into files on /dev/shm;
-  cached:    a StreamingDataset whose cache holds every shard, one epoch,
-             against stoker.io.TFRecordDataset over the same files with the
-             same loader.
-"vs curl" divides by the better of curl's 1- and 2-connection rates, each
-the mean of its run before and after the streaming runs of the round.
+  cached:    a StreamingDataset whose cache holds every shard against
+             stoker.io.TFRecordDataset over the same files with the same
+             loader: four epochs each, alternating, the medians.
+"vs curl" divides by the best of curl's 1-, 2- and 3-connection rates, each
+the mean of its run before and after the streaming runs of the round (one
+nginx worker: more connections than that gain curl nothing).
 Prints per round and the medians, and a JSON line last.
 """
 from __future__ import annotations
@@ -47,6 +48,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from nginx import Nginx  # noqa: E402
 
 RECORD = 1 << 18  # float32 elements: 1 MiB
+FETCHERS = 3
+CURL_CONNECTIONS = (1, 2, 3)  # curl's best of these is the reference
 FEATURES = {"x": ("float32", (RECORD,))}
 
 
@@ -69,11 +72,11 @@ def dataset_bytes(root):
     return sum(os.path.getsize(os.path.join(root, f)) for f in os.listdir(root) if f.endswith(".tfrecord"))
 
 
-def curl_rate(urls, total, parallel, into=None):
+def curl_rate(urls, total, connections, into=None):
     """curl's rate for every URL, to /dev/null or into files in `into`."""
     cmd = ["curl", "-s", "--no-progress-meter", "--fail"]
-    if parallel:
-        cmd += ["--parallel", "--parallel-max", "2"]
+    if connections > 1:
+        cmd += ["--parallel", "--parallel-max", str(connections)]
     if into:
         shutil.rmtree(into, ignore_errors=True)
         os.makedirs(into)
@@ -127,14 +130,14 @@ def main():
                 while fh.read(1 << 24):
                     pass
         for r in range(args.rounds):
-            c1a, c2a = curl_rate(urls, total, False), curl_rate(urls, total, True)
+            before = [curl_rate(urls, total, k) for k in CURL_CONNECTIONS]
             streamed = {}
             for where, cold, budget in (("none", os.path.join(args.dir, "cold"), 0),
                                         ("shm", "/dev/shm/stoker-streaming-cold", total // 2),
                                         ("disk", os.path.join(args.dir, "cold"), total // 2)):
                 shutil.rmtree(cold, ignore_errors=True)
                 ds = StreamingDataset(server.url, cold, max_bytes=budget, mode="full", features=FEATURES,
-                                      shuffle_window=2, prefetch=4)
+                                      shuffle_window=2, prefetch=4, fetchers=FETCHERS)
                 loader = stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
                 s_rate, n = epoch_rate(loader, total)
                 assert n == args.shards * args.shard_mb * RECORD * 4
@@ -144,34 +147,42 @@ def main():
                     streamed["none_epoch2"] = (epoch_rate(loader, total)[0], ds.stats())
                 ds.close()
                 shutil.rmtree(cold, ignore_errors=True)
-            c1b, c2b = curl_rate(urls, total, False), curl_rate(urls, total, True)
-            c1, c2 = (c1a + c1b) / 2, (c2a + c2b) / 2
-            c3 = curl_rate(urls, total, True, into="/dev/shm/stoker-streaming-curl")
+            after = [curl_rate(urls, total, k) for k in CURL_CONNECTIONS]
+            means = [(a + b) / 2 for a, b in zip(before, after)]
+            c3 = curl_rate(urls, total, 2, into="/dev/shm/stoker-streaming-curl")
             dd = dd_rate(os.path.join(args.dir, "dd.bin"), total)
             warm = os.path.join(args.dir, "warm")
             if r == 0:
                 shutil.rmtree(warm, ignore_errors=True)
             full = StreamingDataset(server.url, warm, max_bytes=2 * total, mode="full", features=FEATURES)
             epoch_rate(stoker.DataLoader(full, batch_size=8, shuffle=True, num_workers=2), total)  # fills / warms
-            c_rate, _ = epoch_rate(stoker.DataLoader(full, batch_size=8, shuffle=True, num_workers=2), total)
             assert full.stats()["downloads"] == (args.shards if r == 0 else 0)
-            full.close()
             native = io.TFRecordDataset([os.path.join(warm, n) for n in names], features=FEATURES,
                                         index_dir=os.path.join(args.dir, "index"))
-            n_rate, _ = epoch_rate(stoker.DataLoader(native, batch_size=8, shuffle=True, num_workers=2), total)
-            curl = max(c1, c2)
-            row = {"curl_1conn_GBps": c1 / 1e9, "curl_2conn_GBps": c2 / 1e9,
-                   "curl_1conn_before_after_GBps": [c1a / 1e9, c1b / 1e9],
-                   "curl_2conn_before_after_GBps": [c2a / 1e9, c2b / 1e9],
-                   "curl_to_shm_files_GBps": c3 / 1e9, "dd_fsync_GBps": dd / 1e9,
+            # Four epochs each, alternating which goes first (an epoch of
+            # 1 GB takes a tenth of a second here); the medians.
+            cached_rates, native_rates = [], []
+            for k in range(4):
+                for which in (("cached", "native") if k % 2 == 0 else ("native", "cached")):
+                    d, into = (full, cached_rates) if which == "cached" else (native, native_rates)
+                    into.append(epoch_rate(stoker.DataLoader(d, batch_size=8, shuffle=True, num_workers=2), total)[0])
+            full.close()
+            c_rate, n_rate = statistics.median(cached_rates), statistics.median(native_rates)
+            curl = max(means)
+            row = {}
+            for k, m, a, b in zip(CURL_CONNECTIONS, means, before, after):
+                row[f"curl_{k}conn_GBps"] = m / 1e9
+                row[f"curl_{k}conn_before_after_GBps"] = [a / 1e9, b / 1e9]
+            row |= {"curl_to_shm_files_GBps": c3 / 1e9, "dd_fsync_GBps": dd / 1e9,
                    "cached_GBps": c_rate / 1e9, "native_GBps": n_rate / 1e9, "cached_vs_native": c_rate / n_rate}
             for where, (rate_, st) in streamed.items():
                 row[f"streaming_{where}_GBps"] = rate_ / 1e9
                 row[f"streaming_{where}_vs_curl"] = rate_ / curl
                 row[f"evictions_{where}"] = st["evictions"]
             rows.append(row)
-            print(f"round {r}: curl {c1a / 1e9:.2f}/{c1b / 1e9:.2f} GB/s (1 conn, before/after) "
-                  f"{c2a / 1e9:.2f}/{c2b / 1e9:.2f} (2 conns), {c3 / 1e9:.2f} into files on /dev/shm; streaming "
+            conns = ", ".join(f"{a / 1e9:.2f}/{b / 1e9:.2f} ({k} conn{'s' if k > 1 else ''})"
+                              for k, a, b in zip(CURL_CONNECTIONS, before, after))
+            print(f"round {r}: curl {conns} GB/s before/after, {c3 / 1e9:.2f} into files on /dev/shm; streaming "
                   f"full: no cache {row['streaming_none_GBps']:.2f} GB/s = {row['streaming_none_vs_curl']:.2f}x curl "
                   f"(2nd epoch {row['streaming_none_epoch2_GBps']:.2f} = {row['streaming_none_epoch2_vs_curl']:.2f}x), "
                   f"half cache on /dev/shm {row['streaming_shm_GBps']:.2f} = {row['streaming_shm_vs_curl']:.2f}x, "
