@@ -25,6 +25,9 @@ one worker, sendfile off) from the page cache.  Per round, in this order:
 "vs curl" divides by the best of curl's 1-, 2- and 3-connection rates, each
 the mean of its run before and after the streaming runs of the round (one
 nginx worker: more connections than that gain curl nothing).
+With --pin, nginx runs on one CPU and everything else (curl, stoker) on
+another: the server with a core of its own, as a remote store has its own
+machine, instead of taking CPU from whichever client uses more of it.
 Prints per round and the medians, and a JSON line last.
 """
 from __future__ import annotations
@@ -116,12 +119,21 @@ def main():
     ap.add_argument("--shard-mb", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--dir", default="/var/tmp/stoker-streaming-bench")
+    ap.add_argument("--pin", action="store_true",
+                    help="nginx on CPU 0, this process (curl, stoker's threads) on CPU 1: the server with a core of "
+                         "its own, as a remote store has its own machine")
     args = ap.parse_args()
     www = os.path.join(args.dir, "www")
     make_shards(www, args.shards, args.shard_mb)
     total = dataset_bytes(www)
     names = sorted(f for f in os.listdir(www) if f.endswith(".tfrecord"))
     server = Nginx(os.path.join(args.dir, "nginx"), www).start()
+    if args.pin:
+        if len(os.sched_getaffinity(0)) < 2:
+            raise SystemExit("--pin needs two CPUs")
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(server.proc.pid, {cpus[0]})
+        os.sched_setaffinity(0, {cpus[1]})  # threads and children started from here on inherit it
     rows = []
     try:
         urls = [f"{server.url}/{n}" for n in names]
@@ -192,11 +204,11 @@ def main():
     finally:
         server.stop()
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0] if not isinstance(rows[0][k], list)}
-    print(f"median of {len(rows)}: streaming full, no cache {med['streaming_none_vs_curl']:.2f}x curl to /dev/null "
+    print(f"median of {len(rows)}{' (pinned)' if args.pin else ''}: streaming full, no cache {med['streaming_none_vs_curl']:.2f}x curl to /dev/null "
           f"(2nd epoch {med['streaming_none_epoch2_vs_curl']:.2f}x), half cache on /dev/shm "
           f"{med['streaming_shm_vs_curl']:.2f}x, on disk {med['streaming_disk_vs_curl']:.2f}x; cached "
           f"{med['cached_vs_native']:.2f}x native ({total / 1e9:.2f} GB in {args.shards} shards)")
-    print(json.dumps({"rounds": rows, "median": med, "bytes": total}))
+    print(json.dumps({"rounds": rows, "median": med, "bytes": total, "pinned": args.pin}))
 
 
 if __name__ == "__main__":
