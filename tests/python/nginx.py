@@ -18,7 +18,7 @@ def free_port() -> int:
 
 class Nginx:
     """nginx serving `root` at http://127.0.0.1:port/ and, rate-limited to
-    `slow_rate` per connection, at /slow/; /moved/x redirects (302) to /x."""
+    `slow_rate` per connection, at /slow/; /moved/x redirects (302) to /x; /close/ answers with Connection: close."""
 
     def __init__(self, workdir, root, port=None, slow_rate="1m"):
         self.workdir, self.root = str(workdir), str(root)
@@ -49,6 +49,7 @@ http {{
     root {self.root};
     location /slow/ {{ alias {self.root}/; limit_rate {self.slow_rate}; }}
     location /moved/ {{ rewrite ^/moved/(.*)$ /$1 redirect; }}
+    location /close/ {{ alias {self.root}/; keepalive_requests 1; }}
   }}
 }}
 """)

@@ -80,6 +80,11 @@ def test_http_reads_both_ways_keep_alive_redirects_and_a_restarted_server(server
     assert s.requests == 15 and s.retries == 0
     # A redirect is followed (the in-place path leaves it to libcurl).
     assert Store(server.url + "/moved", receive_in_place=in_place).read("shard-0.bin", 5, 10) == data[5:15]
+    # A server that closes after each answer (Connection: close): a new connection each time.
+    closing = Store(server.url + "/close", receive_in_place=in_place)
+    for off, n in spans:
+        assert closing.read("shard-0.bin", off, n) == data[off:off + n]
+    assert closing.requests == len(spans) and closing.retries == 0
     with pytest.raises(ValueError, match=r"shard-9.bin: no such object on the store \(HTTP 404\)"):
         s.read("shard-9.bin", 0, 10)
     with pytest.raises(ValueError, match="past the end of the object"):
