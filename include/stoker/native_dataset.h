@@ -43,6 +43,11 @@ struct SampleOrder {
   uint64_t seed = 0;
   uint32_t rank = 0, world_size = 1;
   bool pad = true;  // ranks get equal shares by repeating samples (false: drop the tail)
+  // The seed of the epoch's shuffle, drawn from (seed, epoch).
+  uint64_t ShuffleSeed() const;
+  // Makes `all` (the epoch's order, every rank's) a multiple of world_size
+  // long: padded by repeating from its start, or cut (pad false).
+  void FitToRanks(std::vector<int64_t>* all) const;
 };
 
 class NativeDataset {

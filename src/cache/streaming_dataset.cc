@@ -807,7 +807,7 @@ std::vector<int64_t> StreamingDataset::Order(const SampleOrder& o) {
   const size_t P = ep->slots.size();
   std::vector<int64_t> pos(P);
   std::iota(pos.begin(), pos.end(), 0);
-  const uint64_t base = Mix64(o.seed ^ Mix64(o.epoch + 0x5bd1e995));
+  const uint64_t base = o.ShuffleSeed();
   if (o.shuffle) MixShuffle(pos.begin(), pos.end(), base);
   std::vector<int64_t> all;
   all.reserve(ep->samples());
@@ -821,10 +821,8 @@ std::vector<int64_t> StreamingDataset::Order(const SampleOrder& o) {
     if (o.shuffle) MixShuffle(all.begin() + static_cast<int64_t>(start), all.end(), Mix64(base ^ Mix64(w0 + 1)));
   }
   // Ranks: equal contiguous parts (padded from the start, or cut).
-  const uint64_t n = all.size(), w = std::max<uint32_t>(1, o.world_size);
-  const uint64_t total = n == 0 ? 0 : o.pad ? (n + w - 1) / w * w : n / w * w;
-  for (uint64_t i = n; i < total; ++i) all.push_back(all[(i - n) % n]);
-  const uint64_t per = total / w;
+  o.FitToRanks(&all);
+  const uint64_t per = all.size() / std::max<uint32_t>(1, o.world_size);
   std::vector<int64_t> mine(all.begin() + static_cast<int64_t>(o.rank * per),
                             all.begin() + static_cast<int64_t>((o.rank + 1) * per));
   std::lock_guard<std::mutex> g(m.mu);
