@@ -110,11 +110,16 @@ Status HttpRangeGet::Connect(const std::string& url, bool* transient) {
   return Status::OK();
 }
 
-bool HttpRangeGet::WaitReadable() {
+int HttpRangeGet::Socket() const {
   curl_socket_t fd = CURL_SOCKET_BAD;
   curl_easy_getinfo(static_cast<CURL*>(curl_), CURLINFO_ACTIVESOCKET, &fd);
-  if (fd == CURL_SOCKET_BAD) return false;
-  pollfd p{fd, POLLIN, 0};
+  return fd == CURL_SOCKET_BAD ? -1 : static_cast<int>(fd);
+}
+
+bool HttpRangeGet::Wait(short events) {
+  const int fd = Socket();
+  if (fd < 0) return false;
+  pollfd p{fd, events, 0};
   const int ms = static_cast<int>(std::max(1.0, o_.stall_timeout_s) * 1000);
   int r;
   do r = poll(&p, 1, ms);
@@ -125,11 +130,10 @@ bool HttpRangeGet::WaitReadable() {
 void HttpRangeGet::SetLowWater(size_t bytes) {
   bytes = std::max<size_t>(1, bytes);
   if (bytes == low_water_) return;
-  curl_socket_t fd = CURL_SOCKET_BAD;
-  curl_easy_getinfo(static_cast<CURL*>(curl_), CURLINFO_ACTIVESOCKET, &fd);
+  const int fd = Socket();
   const int v = static_cast<int>(bytes);
   // (advice: a kernel without it wakes for every write, as before)
-  if (fd != CURL_SOCKET_BAD && setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0) low_water_ = bytes;
+  if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0) low_water_ = bytes;
 }
 
 bool HttpRangeGet::SendAll(const std::string& req, std::string* error) {
@@ -139,14 +143,9 @@ bool HttpRangeGet::SendAll(const std::string& req, std::string* error) {
     size_t k = 0;
     const CURLcode rc = curl_easy_send(c, req.data() + sent, req.size() - sent, &k);
     if (rc == CURLE_AGAIN) {
-      curl_socket_t fd = CURL_SOCKET_BAD;
-      curl_easy_getinfo(c, CURLINFO_ACTIVESOCKET, &fd);
-      pollfd p{fd, POLLOUT, 0};
-      if (fd == CURL_SOCKET_BAD || poll(&p, 1, static_cast<int>(std::max(1.0, o_.stall_timeout_s) * 1000)) <= 0) {
-        *error = "could not send the request (the connection stalled)";
-        return false;
-      }
-      continue;
+      if (Wait(POLLOUT)) continue;
+      *error = "could not send the request (the connection stalled)";
+      return false;
     }
     if (rc != CURLE_OK) {
       *error = std::string("could not send the request: ") + curl_easy_strerror(rc);
@@ -191,7 +190,7 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
         size_t k = 0;
         const CURLcode rc = curl_easy_recv(static_cast<CURL*>(curl_), buf, sizeof buf, &k);
         if (rc == CURLE_AGAIN) {
-          if (!WaitReadable()) {
+          if (!Wait(POLLIN)) {
             error = "no answer within " + std::to_string(static_cast<int>(o_.stall_timeout_s)) +
                     " s (StoreOptions.stall_timeout_s)";
             timed_out = true;
@@ -277,7 +276,7 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
       // A timeout with fewer bytes than the low-water mark waiting is not a
       // stall: look once more before calling it one.
       if (!waited_out) {
-        waited_out = !WaitReadable();
+        waited_out = !Wait(POLLIN);
         continue;
       }
       Drop();

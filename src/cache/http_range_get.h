@@ -53,8 +53,11 @@ class HttpRangeGet {
   void Drop();
   // Sends all of `req`; false: the connection is gone.
   bool SendAll(const std::string& req, std::string* error);
-  // Waits until the socket is readable; false after stall_timeout_s.
-  bool WaitReadable();
+  // The connection's socket, or -1.
+  int Socket() const;
+  // Waits until the socket has `events` (POLLIN, POLLOUT); false after
+  // stall_timeout_s.
+  bool Wait(short events);
   // SO_RCVLOWAT: poll reports the socket readable once `bytes` are queued.
   void SetLowWater(size_t bytes);
   const StoreOptions o_;

@@ -203,6 +203,10 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
     if (got == n) return done();  // an earlier attempt got every byte, then failed
     const std::string range = std::to_string(offset + got) + "-" + std::to_string(offset + n - 1);
     const uint64_t before = got;
+    auto ignored = [&] {  // a 200 with the whole object: not our range
+      return Status::IOError(url + ": the server does not answer range requests (HTTP 200 for bytes " + range + ")",
+                             EIO);
+    };
     auto arrived = [&](size_t k) {  // out[got, got + k) came in
       got += k;
       if (crc32c && got - summed >= kCrcPiece) {
@@ -214,9 +218,7 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
       ++requests_;
       HttpRangeGet::Outcome r =
           in_place_->Get(url, offset + got, n - got, reinterpret_cast<uint8_t*>(out) + got, arrived);
-      if (r.ignored_range)
-        return Status::IOError(url + ": the server does not answer range requests (HTTP 200 for bytes " + range + ")",
-                               EIO);
+      if (r.ignored_range) return ignored();
       if (!r.fallback) {
         *transient = r.transient;
         if (!r.status.ok()) return r.status;
@@ -239,9 +241,7 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
       arrived(k);
       return true;  // bytes past n (a 200 from byte 0) are dropped, not an error
     });
-    if (ignored_range)
-      return Status::IOError(url + ": the server does not answer range requests (HTTP 200 for bytes " + range + ")",
-                             EIO);
+    if (ignored_range) return ignored();
     *transient = Transient(r) || (r.code == CURLE_OK && r.status == 206 && got < n);
     if (r.status == 404) return Status::InvalidArgument(url + ": no such object on the store (HTTP 404)");
     if (r.status == 416)
