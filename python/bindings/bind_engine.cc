@@ -13,9 +13,10 @@ namespace stoker::glue {
 
 void BindEngine(py::module_& m) {
   py::class_<Engine, std::shared_ptr<Engine>>(m, "Engine")
-      .def(py::init([](uint32_t workers, uint64_t max_memory, uint32_t max_slots) {
-             return Check(Engine::Create(EngineOptions{workers, max_memory, max_slots}));
-           }), py::arg("num_workers"), py::arg("max_memory"), py::arg("max_slots") = 1024)
+      .def(py::init([](uint32_t workers, uint64_t max_memory, uint32_t max_slots, bool process_shared) {
+             return Check(Engine::Create(EngineOptions{workers, max_memory, max_slots, process_shared}));
+           }), py::arg("num_workers"), py::arg("max_memory"), py::arg("max_slots") = 1024,
+           py::arg("process_shared") = true)
       .def_property_readonly("fd", [](Engine& e) { return e.arena().fd(); })
       .def_property_readonly("base_address", [](Engine& e) { return reinterpret_cast<uintptr_t>(e.arena().base()); })
       .def_property_readonly("committed_bytes", [](Engine& e) { return e.arena().committed_bytes(); })

@@ -274,7 +274,10 @@ class _StokerIter(_BaseDataLoaderIter):
         self._iter_skip = [c * per_item for c in resume.get("per_worker", [])] \
             if resume is not None and self._is_iterable else []
         self._iter_base = list(resume.get("per_worker", [])) if resume is not None and self._is_iterable else []
-        self._engine = N.Engine(nw, loader.max_memory, max(256, 4 * self._prefetch + 64))
+        # Native readers are threads of this process: the pool needs no
+        # shared memory (private memory is quicker to back; shm/arena.h).
+        self._engine = N.Engine(nw, loader.max_memory, max(256, 4 * self._prefetch + 64),
+                                process_shared=self._native_ds is None)
         if getattr(loader, "_epoch", None) is not None:
             self._engine.set_epoch(loader._epoch)
         self._shutdown = False

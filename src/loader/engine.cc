@@ -34,6 +34,7 @@ Result<std::shared_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   g.max_slots = o.max_slots;
   g.max_memory = o.max_memory;          // control area included
   g.reserve_bytes = 2 * o.max_memory;   // address space only: room against fragmentation
+  g.process_shared = o.process_shared;
   Result<std::shared_ptr<Arena>> arena = Arena::Create(g);
   if (!arena.ok()) {
     if (arena.status().code() != Status::Code::kInvalidArgument) return arena.status();

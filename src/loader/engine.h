@@ -43,6 +43,9 @@ struct EngineOptions {
   // area and batch regions) never grows past it.
   uint64_t max_memory = uint64_t{1} << 30;
   uint32_t max_slots = 1024;
+  // False when every reader is a thread of this process (native datasets):
+  // the arena is private memory then, quicker to back (shm/arena.h).
+  bool process_shared = true;
 };
 
 struct Completion {

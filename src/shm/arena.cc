@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <new>
+#include <vector>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -31,13 +32,21 @@ Result<std::shared_ptr<Arena>> Arena::Create(const ArenaGeometry& g) {
         "a slot arena of " + std::to_string(max_memory) + " bytes is too small: " + std::to_string(g.num_workers) +
         " workers and " + std::to_string(g.max_slots) + " slots take " + std::to_string(data_off) +
         " bytes of control area, and batches need at least " + std::to_string(kMinDataBytes) + " more");
-  UniqueFd fd(static_cast<int>(memfd_create("stoker-arena", MFD_CLOEXEC)));
-  if (!fd.valid()) return Status::IOError("memfd_create(stoker-arena)", errno);
-  if (ftruncate(fd.get(), static_cast<off_t>(data_off)) != 0)
-    return Status::IOError("ftruncate of the arena to " + std::to_string(data_off) + " bytes", errno);
-  void* p = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd.get(), 0);
+  UniqueFd fd;
+  void* p;
+  if (g.process_shared) {
+    fd = UniqueFd(static_cast<int>(memfd_create("stoker-arena", MFD_CLOEXEC)));
+    if (!fd.valid()) return Status::IOError("memfd_create(stoker-arena)", errno);
+    if (ftruncate(fd.get(), static_cast<off_t>(data_off)) != 0)
+      return Status::IOError("ftruncate of the arena to " + std::to_string(data_off) + " bytes", errno);
+    p = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd.get(), 0);
+  } else {
+    p = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  }
   if (p == MAP_FAILED)
     return Status::IOError("mmap of " + std::to_string(reserve) + " bytes for the slot arena", errno);
+  // (no huge pages: see arena.h; advice, fine where the kernel has none)
+  if (!g.process_shared) madvise(p, reserve, MADV_NOHUGEPAGE);
   auto* base = static_cast<uint8_t*>(p);
   std::memset(base, 0, data_off);
   auto* c = new (base) ControlBlock();
@@ -73,6 +82,16 @@ Result<std::shared_ptr<Arena>> Arena::Attach(int fd_in) {
 Arena::~Arena() { munmap(base_, reserve_); }
 
 uint64_t Arena::ResidentBytes() const {
+  if (!process_shared()) {
+    // Pages below the committed mark that are in memory (nothing above it is
+    // ever touched).
+    const uint64_t pages = (committed_bytes() + kPageSize - 1) / kPageSize;
+    std::vector<unsigned char> in(static_cast<size_t>(pages));
+    if (pages == 0 || mincore(base_, pages * kPageSize, in.data()) != 0) return 0;
+    uint64_t n = 0;
+    for (unsigned char c : in) n += c & 1;
+    return n * kPageSize;
+  }
   struct stat st {};
   if (fstat(fd_.get(), &st) != 0) return 0;
   return static_cast<uint64_t>(st.st_blocks) * 512;
@@ -84,7 +103,7 @@ Status Arena::Grow(uint64_t new_size) {
   if (new_size > reserve_)
     return Status::ResourceExhausted("arena would grow to " + std::to_string(new_size) +
                                      " bytes, past its reserved " + std::to_string(reserve_) + " bytes");
-  if (ftruncate(fd_.get(), static_cast<off_t>(new_size)) != 0)
+  if (process_shared() && ftruncate(fd_.get(), static_cast<off_t>(new_size)) != 0)
     return Status::IOError("ftruncate of the slot arena to " + std::to_string(new_size) + " bytes", errno);
   control()->committed_bytes.store(new_size, std::memory_order_release);
   return Status::OK();
@@ -108,6 +127,11 @@ Status Arena::Populate(uint64_t offset, uint64_t len) {
 
 Status Arena::Discard(uint64_t offset, uint64_t len) {
   if (len == 0) return Status::OK();
+  if (!process_shared()) {
+    if (madvise(base_ + offset, len, MADV_DONTNEED) != 0)
+      return Status::IOError("madvise(DONTNEED) in the slot arena", errno);
+    return Status::OK();
+  }
   if (fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
                 static_cast<off_t>(len)) != 0)
     return Status::IOError("fallocate(PUNCH_HOLE) in the slot arena", errno);

@@ -47,11 +47,40 @@ def test_threads_not_processes(files):
     del it
 
 
+def arena_mappings(it):
+    """/proc/self/maps lines holding the iterator's slot arena."""
+    base = it._engine.base_address
+    with open("/proc/self/maps") as f:
+        return [line for line in f if int(line.split("-")[0], 16) == base]
+
+
+def test_native_readers_batch_into_private_memory_within_max_memory(tmp_path):
+    # Threads share the process: the pool is private memory, not a memfd,
+    # still bounded by max_memory, and unmapped with the iterator.
+    a = np.arange(64 * 1024, dtype=np.float32).reshape(64, 1024)
+    np.save(tmp_path / "a.npy", a)
+    it = iter(stoker.DataLoader(io.NpyDataset(tmp_path / "a.npy"), batch_size=8, num_workers=2,
+                                max_memory=4 << 20))
+    assert it._engine.fd == -1
+    got = []
+    for b in it:
+        got.append(b.clone())
+        maps = arena_mappings(it)
+        assert len(maps) == 1 and "memfd" not in maps[0] and "/dev/shm" not in maps[0], maps
+        assert 0 < it.stats(memory=False)["arena_bytes"] <= 4 << 20
+    assert torch.equal(torch.cat(got), torch.from_numpy(a))
+    base = it._engine.base_address
+    del it, b
+    with open("/proc/self/maps") as f:
+        assert not any(int(line.split("-")[0], 16) == base for line in f), "the pool is unmapped with its loader"
+
+
 def test_a_python_collate_moves_the_work_to_processes(files):
     ds = datasets(files)[0]
     it = iter(stoker.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=lambda s: torch.tensor(np.stack(s))))
     b = next(it)
     assert it._native_ds is None and b.shape == (4, 3, 4)
+    assert it._engine.fd >= 0 and "memfd:stoker-arena" in arena_mappings(it)[0], "worker processes share a memfd"
     del it
 
 

@@ -77,6 +77,50 @@ TEST(Arena, GrowPastReserveFails) {
   EXPECT_TRUE(s.IsResourceExhausted()) << s.ToString();
 }
 
+TEST(Arena, PrivateArenaBacksAndReturnsItsPages) {
+  ArenaGeometry g{1, 4, 64 << 20};
+  g.process_shared = false;
+  auto a = Arena::Create(g);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Arena& ar = *a.value();
+  EXPECT_FALSE(ar.process_shared());
+  EXPECT_EQ(ar.fd(), -1) << "nothing to attach to";
+  EXPECT_EQ(ar.control()->magic, kArenaMagic);
+  const uint64_t off = ar.control()->data_offset;
+  EXPECT_GE(ar.ResidentBytes(), off) << "the control area is written at creation";
+  constexpr uint64_t kLen = 8 << 20;
+  ASSERT_TRUE(ar.Grow(off + kLen).ok());
+  const uint64_t before = ar.ResidentBytes();
+  ASSERT_TRUE(ar.Populate(off, kLen).ok());
+  const uint64_t backed = ar.ResidentBytes();
+  EXPECT_EQ(backed, before + kLen);
+  std::memset(ar.base() + off, 7, kLen);
+  ASSERT_TRUE(ar.Discard(off, kLen).ok());
+  EXPECT_LE(ar.ResidentBytes(), before);
+  EXPECT_EQ(ar.base()[off], 0) << "a discarded range reads as zeros";
+  EXPECT_EQ(ar.base()[off + kLen - 1], 0);
+  EXPECT_TRUE(ar.Grow(ar.reserve_bytes() + 4096).IsResourceExhausted());
+}
+
+TEST(Arena, PrivateArenaIsNotSharedWithAForkedChild) {
+  ArenaGeometry g{1, 4, 16 << 20};
+  g.process_shared = false;
+  auto a = Arena::Create(g);
+  ASSERT_TRUE(a.ok());
+  Arena& ar = *a.value();
+  const uint64_t off = ar.control()->data_offset;
+  ASSERT_TRUE(ar.Grow(off + 4096).ok());
+  std::memcpy(ar.base() + off, "parent", 7);
+  pid_t child = fork();
+  if (child == 0) {
+    std::memcpy(ar.base() + off, "child", 6);
+    _exit(0);
+  }
+  int st;
+  waitpid(child, &st, 0);
+  EXPECT_STREQ(reinterpret_cast<char*>(ar.base() + off), "parent");
+}
+
 TEST(Arena, AttachRejectsOtherFiles) {
   int fd = memfd_create("not-an-arena", 0);
   ASSERT_GE(fd, 0);
