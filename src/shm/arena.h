@@ -1,6 +1,14 @@
 // Arena: one memfd-backed shared mapping holding a loader's control block,
 // worker rings, slot headers and the region heap that batches are written to.
 //
+// Nothing is named in /dev/shm: the memory lives as long as some process
+// holds the fd or a mapping, so a SIGKILL leaves no residue.  Every process
+// maps the full `reserve_bytes` range once; the main process grows the file
+// (Grow) as it hands out regions, and the new pages become visible through
+// the existing mappings of every process, so workers never remap.  Touching
+// bytes beyond the committed size raises SIGBUS, which is why only the main
+// process hands out offsets, and only below committed_bytes.
+//
 // A loader whose readers are threads of its own process (native datasets)
 // shares the arena with no one: ArenaGeometry::process_shared = false gives
 // it private anonymous memory instead, quicker to back than tmpfs pages
