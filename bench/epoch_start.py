@@ -24,20 +24,10 @@ import numpy as np
 import torch
 
 import stoker
+from native_read import NumpyRaw  # (bench/ is on the path when this file runs)
 from stoker import io
 
 RECORD = 1 << 18  # float32 elements: 1 MiB
-
-
-class NumpyRaw(torch.utils.data.Dataset):
-    def __init__(self, path, n):
-        self.path, self.n = path, n
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        return torch.from_numpy(np.fromfile(self.path, dtype=np.float32, count=RECORD, offset=i * RECORD * 4))
 
 
 def timed_epoch(loader):
@@ -64,7 +54,7 @@ def main():
                 rng.random(RECORD, dtype=np.float32).tofile(f)
         kw = dict(batch_size=8, shuffle=True, num_workers=2)
         makers = {"stoker": lambda: stoker.DataLoader(io.RawDataset(path, "float32", (RECORD,)), **kw),
-                  "torch": lambda: torch.utils.data.DataLoader(NumpyRaw(path, args.records), **kw)}
+                  "torch": lambda: torch.utils.data.DataLoader(NumpyRaw(path, args.records, RECORD), **kw)}
         res = {k: ([], []) for k in makers}
         timed_epoch(makers["stoker"]())  # page cache, imports
         for r in range(args.rounds):

@@ -38,16 +38,17 @@ RECORD = 1 << 20  # float32 elements: 4 MiB
 
 
 class NumpyRaw(torch.utils.data.Dataset):
-    """What a user writes for torch: read record i with numpy."""
+    """What a user writes for torch: read record i (`record` float32) with numpy."""
 
-    def __init__(self, path, n):
-        self.path, self.n = path, n
+    def __init__(self, path, n, record=RECORD):
+        self.path, self.n, self.record = path, n, record
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        return torch.from_numpy(np.fromfile(self.path, dtype=np.float32, count=RECORD, offset=i * RECORD * 4))
+        return torch.from_numpy(np.fromfile(self.path, dtype=np.float32, count=self.record,
+                                            offset=i * self.record * 4))
 
 
 def nbytes_of(b):
