@@ -74,7 +74,7 @@ Status Engine::TooBig(uint64_t bytes) const {
       " bytes for batches after the loader's control area); raise max_memory or lower batch_size");
 }
 
-Result<bool> Engine::SizeRegion(uint32_t slot, uint64_t bytes) {
+Result<bool> Engine::SizeRegion(uint32_t slot, uint64_t bytes, bool writer_backs) {
   LocalSlot& s = slots_[slot];
   if (s.capacity >= bytes) return true;
   if (AlignUp(std::max(bytes, kMinRegion), 4096) > budget()) return TooBig(bytes);
@@ -98,13 +98,14 @@ Result<bool> Engine::SizeRegion(uint32_t slot, uint64_t bytes) {
   }
   if (!off) return false;  // busy: what is in flight or held must come back first
   Status backed = arena_->Grow(alloc_.top());
-  if (backed.ok()) backed = arena_->Populate(*off, bytes);
+  if (backed.ok() && !writer_backs) backed = arena_->Populate(*off, bytes);
   if (!backed.ok()) {
     alloc_.Free(*off, bytes);
     return backed;
   }
   s.offset = *off;
   s.capacity = bytes;
+  arena_->slot(slot)->region_backed = writer_backs ? 0 : 1;
   return true;
 }
 
@@ -125,7 +126,7 @@ Result<bool> Engine::Dispatch(uint32_t worker, uint64_t batch_id, uint64_t gener
   if (shutdown_) return Status::Closed("the loader is shut down");
   if (free_.empty()) return false;
   const uint32_t slot = free_.back();
-  STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, RegionFor(payload_bytes)));
+  STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, RegionFor(payload_bytes), true));
   if (!sized) return false;
   free_.pop_back();
   LocalSlot& s = slots_[slot];
@@ -166,7 +167,7 @@ void Engine::HandleNeedSpace(uint32_t slot) {
   {
     std::lock_guard<std::mutex> g(mu_);
     ++need_space_events_;
-    Result<bool> sized = SizeRegion(slot, needed);
+    Result<bool> sized = SizeRegion(slot, needed, true);
     if (sized.ok() && AlignUp(needed, 4096) <= budget()) {
       // Learn the size (even when it cannot be had now) so the next dispatch
       // sizes its region right and needs no second round trip.
@@ -304,9 +305,9 @@ Result<bool> Engine::AcquireLocal(uint64_t bytes, uint32_t* slot_out) {
   std::lock_guard<std::mutex> g(mu_);
   if (free_.empty()) return false;
   const uint32_t slot = free_.back();
-  STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, std::max(bytes, RegionFor(0))));
+  STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, std::max(bytes, RegionFor(0)), false));
   if (!sized && bytes < RegionFor(0)) {
-    STOKER_ASSIGN_OR_RETURN(sized, SizeRegion(slot, bytes));
+    STOKER_ASSIGN_OR_RETURN(sized, SizeRegion(slot, bytes, false));
   }
   if (!sized) return false;
   free_.pop_back();

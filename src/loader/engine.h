@@ -180,8 +180,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Engine(const EngineOptions& o, std::shared_ptr<Arena> a);
   // REQUIRES: mu_ held.  Gives `slot` a region of at least `bytes`: true
   // when done, false when there is no room now, an error when there never
-  // will be (or the arena cannot grow).
-  Result<bool> SizeRegion(uint32_t slot, uint64_t bytes);
+  // will be (or the arena cannot grow).  A new region is backed with memory
+  // here, or, with `writer_backs`, by the worker that writes it
+  // (WorkerPort::Reserve): in parallel, and not on the training loop's
+  // thread while it waits for a batch.
+  Result<bool> SizeRegion(uint32_t slot, uint64_t bytes, bool writer_backs);
   // REQUIRES: mu_ held.  Region size for a new task: the largest batch seen,
   // with headroom once sizes vary.
   uint64_t RegionFor(uint64_t payload_bytes) const;

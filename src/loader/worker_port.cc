@@ -56,7 +56,7 @@ uint8_t* WorkerPort::Region(uint32_t slot, uint64_t* capacity) {
 
 Result<uint8_t*> WorkerPort::Reserve(uint32_t slot, uint64_t bytes) {
   SlotHeader* h = arena_->slot(slot);
-  if (bytes <= h->region_capacity) return arena_->base() + h->region_offset;
+  if (bytes <= h->region_capacity) return Backed(h);
   h->needed_bytes = bytes;
   h->state.store(static_cast<uint32_t>(SlotState::kNeedSpace), std::memory_order_release);
   SpscRing(&wb_->done).TryPush(slot);
@@ -76,6 +76,14 @@ Result<uint8_t*> WorkerPort::Reserve(uint32_t slot, uint64_t bytes) {
         "this batch needs " + std::to_string(bytes) + " bytes of shared memory, more than max_memory=" +
         std::to_string(c->max_memory) + " allows (" + std::to_string(budget) +
         " bytes for batches); raise max_memory or lower batch_size");
+  }
+  return Backed(h);
+}
+
+Result<uint8_t*> WorkerPort::Backed(SlotHeader* h) {
+  if (!h->region_backed) {
+    STOKER_RETURN_IF_ERROR(arena_->Populate(h->region_offset, h->region_capacity));
+    h->region_backed = 1;
   }
   return arena_->base() + h->region_offset;
 }

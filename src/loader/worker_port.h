@@ -33,11 +33,13 @@ class WorkerPort {
   // Returns Closed once the main process shut the loader down.
   Status Next(Task* t, int64_t timeout_ns);
   // Returns the slot's region, at least `bytes` long, asking the main
-  // process for a bigger one if needed (blocks until it answers).  Returns
-  // ResourceExhausted when the batch can never fit max_memory (the slot's
-  // current region, >= 64 KiB, is still usable for an error report), and
-  // Cancelled when there is no room now: publish kCancelled without touching
-  // the region, and the task comes back later.
+  // process for a bigger one if needed (blocks until it answers), and backs
+  // a new region with memory before handing it out.  Returns
+  // ResourceExhausted when the batch can never fit max_memory or the machine
+  // has no memory to back it (the slot's region, >= 64 KiB, is still usable
+  // for an error report), and Cancelled when there is no
+  // room now: publish kCancelled without touching the region, and the task
+  // comes back later.
   Result<uint8_t*> Reserve(uint32_t slot, uint64_t bytes);
   uint8_t* Region(uint32_t slot, uint64_t* capacity);
   // Hands the slot back to the main process with `used` bytes of result.
@@ -49,6 +51,9 @@ class WorkerPort {
   Arena& arena() { return *arena_; }
 
  private:
+  // The region of `h`, backed with memory first if the engine left it to us.
+  Result<uint8_t*> Backed(SlotHeader* h);
+
   std::shared_ptr<Arena> arena_;
   uint32_t id_;
   WorkerBlock* wb_;

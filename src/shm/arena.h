@@ -75,9 +75,10 @@ class Arena {
   // Main process only: makes the arena at least new_size bytes (never
   // shrinks; a private arena only moves its committed mark).
   Status Grow(uint64_t new_size);
-  // Main process only: backs [offset, offset+len) with memory now, so no
-  // process ever faults on it later (a failed fault in shared memory is a
-  // SIGBUS; here it is a ResourceExhausted status).
+  // Backs [offset, offset+len) with memory now, so no process ever faults
+  // on it later (a failed fault in shared memory is a SIGBUS; here it is a
+  // ResourceExhausted status).  Any process of the loader may call it (the
+  // one that writes a region backs it: WorkerPort::Reserve).
   Status Populate(uint64_t offset, uint64_t len);
   // Returns the physical pages of [offset, offset+len) to the kernel while
   // keeping the range valid (it reads as zeros afterwards).

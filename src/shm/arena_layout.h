@@ -27,7 +27,7 @@
 namespace stoker {
 
 inline constexpr uint64_t kArenaMagic = 0x314B524F4B4F5453ull;  // "STOKORK1"
-inline constexpr uint32_t kArenaVersion = 2;
+inline constexpr uint32_t kArenaVersion = 3;
 inline constexpr uint64_t kPageSize = 4096;
 
 struct ControlBlock {
@@ -103,6 +103,7 @@ struct alignas(64) SlotHeader {
   uint64_t task_bytes;           // payload at the start of the region
   uint64_t used_bytes;           // written by the worker on publish
   uint64_t needed_bytes;         // written by the worker in kNeedSpace
+  uint32_t region_backed;        // 1: the region has its memory; 0: its writer backs it first
 };
 static_assert(sizeof(SlotHeader) == 128);
 
