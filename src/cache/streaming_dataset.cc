@@ -79,7 +79,7 @@ struct Epoch {
   std::vector<uint64_t> firsts{0};           // prefix sums of counts
   std::vector<uint32_t> seq;                 // positions in the order this rank reads them
   std::vector<uint32_t> seq_of;              // position -> place in seq
-  std::atomic<int64_t> frontier{-1};         // the furthest place in seq read so far
+  std::atomic<int64_t> frontier{-1};         // the furthest place in seq read so far (kFull: 0 once ordered)
   std::atomic<bool> reads_started{false};
   bool ordered = false;
   uint64_t samples() const { return firsts.back(); }
@@ -842,6 +842,13 @@ std::vector<int64_t> StreamingDataset::Order(const SampleOrder& o) {
       if (reads[p] == 0) m.ReleaseLocked(*ep->slots[p]);  // another rank's
     }
     ep->ordered = true;
+    if (m.o.mode == StreamingMode::kFull && !ep->seq.empty()) {
+      // The readers' first shards are known now: the fetchers start on them
+      // at once, not when the first reader asks (after the loader's start).
+      int64_t f = -1;
+      ep->frontier.compare_exchange_strong(f, 0);
+      m.cv.notify_all();
+    }
   }
   return mine;
 }
