@@ -227,6 +227,23 @@ def test_full_mode_without_a_cache_streams_everything_through_memory(server, www
         StreamingDataset(server.url, local, max_bytes=0, features=FEATURES)
 
 
+def test_full_mode_prefetches_as_soon_as_the_epochs_order_is_known(server, tmp_path):
+    """The fetchers start on an epoch's first shards when the sampler orders
+    it (iter() of a loader), before any reader asks, and stop `prefetch`
+    shards ahead."""
+    ds = StreamingDataset(server.url, str(tmp_path / "cache"), max_bytes=0, mode="full", features=FEATURES,
+                          shuffle_window=2, prefetch=3)
+    order = iter(ds.sampler(shuffle=True, seed=3))
+    next(order)  # begins and orders epoch 0; nothing is read
+    deadline = time.monotonic() + 30
+    while ds.stats()["downloads"] < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    st = ds.stats()
+    assert st["downloads"] == 4 and st["shards_in_flight"] == 0, st  # places 0..3 of the order, no further
+    ds.close()
+
+
 def test_full_mode_without_memory_for_its_buffers_fails_at_open(server, tmp_path):
     """The stream buffers are allocated when the dataset opens: no memory is
     a MemoryError naming stream_buffers there, not a stall in an epoch."""
