@@ -125,6 +125,14 @@ struct StreamingDataset::Impl {
   std::atomic<std::shared_ptr<Epoch>> cur;
   std::vector<int64_t> known_count;  // per shard: samples, once known (-1: not yet)
   std::map<uint32_t, ShardCache::Pin> fresh;  // kGrowing: fetched, pinned until an epoch takes them
+  // kFull with room for the whole dataset (KeepsShardsOpen): cached shards
+  // an epoch is done with stay pinned and open (mapped, record index read)
+  // for the next epoch's readers, as the native datasets keep their files.
+  struct KeptShard {
+    ShardCache::Pin pin;
+    std::unique_ptr<NativeDataset> data;
+  };
+  std::map<uint32_t, KeptShard> kept_open;
   std::vector<bool> in_flight, failed_for_good, seen;
   std::vector<uint32_t> fetch_order;
   size_t fetch_cursor = 0;
@@ -217,12 +225,21 @@ struct StreamingDataset::Impl {
     return Status::OK();
   }
 
-  // Under mu: closes and unpins a slot the epoch is done with.
+  // Shards are kept open between epochs only where nothing of this dataset
+  // ever evicts them: every shard fits the cache.  (Opening every shard
+  // again each epoch, mapping and faulting in its pages, unmapping them,
+  // cost 14-60 ms per GB, up to half of a cached epoch: docs/streaming.md.)
+  bool KeepsShardsOpen() const { return o.mode == StreamingMode::kFull && o.max_bytes >= remote_bytes; }
+
+  // Under mu: closes and unpins a slot the epoch is done with (or keeps its
+  // shard open for the next epoch).
   void ReleaseLocked(Slot& s) {
     const int st = s.state.load();
     if (st != kOpen && st != kPinned) return;
-    s.data.reset();
     ShardCache::MarkUsed(s.pin);
+    if (st == kOpen && !s.mem && s.pin.valid() && s.data && KeepsShardsOpen())
+      kept_open[s.shard] = KeptShard{std::move(s.pin), std::move(s.data)};
+    s.data.reset();
     s.pin = ShardCache::Pin();
     if (s.mem) {
       s.mem->busy = false;  // back to the pool
@@ -230,6 +247,18 @@ struct StreamingDataset::Impl {
     }
     s.state = kReleased;
     cv.notify_all();
+  }
+
+  // Under mu: gives `s` its shard if an earlier epoch kept it open.
+  bool TakeKeptOpenLocked(Slot& s) {
+    auto k = kept_open.find(s.shard);
+    if (k == kept_open.end()) return false;
+    s.pin = std::move(k->second.pin);
+    s.data = std::move(k->second.data);
+    kept_open.erase(k);
+    ++snapshot_hits;
+    s.state = kOpen;
+    return true;
   }
 
   // ---- readers --------------------------------------------------------------
@@ -266,7 +295,10 @@ struct StreamingDataset::Impl {
         STOKER_RETURN_IF_ERROR(EnsureOpen(s));
         return &s;
       }
-      if (st == kReleased) s.state = kWaiting;  // read again after its release: fetch it again
+      if (st == kReleased) {  // read again after its release: fetch it again
+        if (TakeKeptOpenLocked(s)) return &s;
+        s.state = kWaiting;
+      }
       if (!s.demanded) {  // a reader waits for it: fetched before anything speculative
         s.demanded = true;
         cv.notify_all();
@@ -303,6 +335,7 @@ struct StreamingDataset::Impl {
     {
       std::lock_guard<std::mutex> g(mu);
       stop = true;
+      kept_open.clear();
       cv.notify_all();
     }
     if (getpid() != owner) {
@@ -603,6 +636,7 @@ struct StreamingDataset::Impl {
     for (uint32_t sh : members) {
       auto slot = std::make_unique<Slot>();
       slot->shard = sh;
+      if (o.mode == StreamingMode::kFull) TakeKeptOpenLocked(*slot);
       if (o.mode == StreamingMode::kGrowing) {
         auto f = fresh.find(sh);
         if (f != fresh.end()) {

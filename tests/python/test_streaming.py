@@ -195,11 +195,36 @@ def test_full_mode_every_sample_once_per_epoch_through_a_small_cache(server, www
     # 2 * (shuffle_window + fetchers) buffers by default, in whole pages.
     assert 0 < st["stream_buffer_bytes"] <= 2 * (2 + 2) * (shard_size(www) + 4095)
     assert mon.peak <= max_bytes
+    assert mapped_shards(local) == set(), "shards a smaller cache may evict are not held between epochs"
     # Shard by shard: each stretch of 2 shards' samples (a shuffle window) is 2 shards, mixed.
     for ys in orders:
         windows = [ys[i:i + 2 * PER_SHARD] for i in range(0, len(ys), 2 * PER_SHARD)]
         assert all(len({y // PER_SHARD for y in w}) == 2 for w in windows)
         assert any(w != sorted(w) for w in windows)
+
+
+def mapped_shards(local):
+    """Names of the files in `local` this process maps."""
+    with open("/proc/self/maps") as f:
+        paths = [line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6]
+    return {os.path.basename(p) for p in paths if os.path.dirname(p) == local}
+
+
+def test_full_mode_with_room_for_every_shard_keeps_them_open_between_epochs(server, www, tmp_path):
+    """As a native dataset keeps its files: a cached shard is not unmapped
+    after an epoch and mapped (and faulted in) again for the next."""
+    local = str(tmp_path / "cache")
+    ds = StreamingDataset(server.url, local, max_bytes=2 * N_SHARDS * shard_size(www), mode="full", features=FEATURES)
+    loader = stoker.DataLoader(ds, batch_size=16, shuffle=True, num_workers=2)
+    names = {f"shard-{s:03d}.tfrecord" for s in range(N_SHARDS)}
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        assert sorted(epoch_ys(loader)) == list(range(N_SHARDS * PER_SHARD))
+        assert mapped_shards(local) == names
+    st = ds.stats()
+    assert st["downloads"] == N_SHARDS and st["hits"] == 2 * N_SHARDS and st["cached_shards"] == N_SHARDS, st
+    ds.close()
+    assert mapped_shards(local) == set(), "close() lets them go"
 
 
 def test_full_mode_without_a_cache_streams_everything_through_memory(server, www, tmp_path):
