@@ -11,7 +11,8 @@ one worker, sendfile off) from the page cache.  Per round, in this order:
              shuffle_window=2, prefetch=4, read by stoker.DataLoader(
              batch_size=8, num_workers=2, shuffle=True); rate = the dataset's
              bytes / the epoch's wall time (downloads, CRC-32C checks,
-             decoding into the pool):
+             decoding into the pool); for the first epoch with no cache
+             also the time from iter() to the first batch:
                no cache:   max_bytes=0, every shard through memory; a fresh
                            dataset's first epoch, then its second;
                half cache: an empty cache of half the dataset's size on
@@ -104,10 +105,14 @@ def dd_rate(path, total):
     return (mb << 20) / dt
 
 
-def epoch_rate(loader, total):
+def epoch_rate(loader, total, first=None):
+    """The epoch's rate; with a list `first`, appends the seconds from iter()
+    to the first batch."""
     t0 = time.perf_counter()
     n = 0
     for b in loader:
+        if n == 0 and first is not None:
+            first.append(time.perf_counter() - t0)
         n += b["x"].numel() * 4
     dt = time.perf_counter() - t0
     return total / dt, n
@@ -151,9 +156,12 @@ def main():
                 ds = StreamingDataset(server.url, cold, max_bytes=budget, mode="full", features=FEATURES,
                                       shuffle_window=2, prefetch=4, fetchers=FETCHERS)
                 loader = stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
-                s_rate, n = epoch_rate(loader, total)
+                first = []
+                s_rate, n = epoch_rate(loader, total, first)
                 assert n == args.shards * args.shard_mb * RECORD * 4
                 streamed[where] = (s_rate, ds.stats())
+                if where == "none":
+                    first_batch_ms = first[0] * 1e3
                 if where == "none":  # its second epoch: buffers and connections warm
                     loader.set_epoch(1)
                     streamed["none_epoch2"] = (epoch_rate(loader, total)[0], ds.stats())
@@ -185,7 +193,7 @@ def main():
             for k, m, a, b in zip(CURL_CONNECTIONS, means, before, after):
                 row[f"curl_{k}conn_GBps"] = m / 1e9
                 row[f"curl_{k}conn_before_after_GBps"] = [a / 1e9, b / 1e9]
-            row |= {"curl_to_shm_files_GBps": c3 / 1e9, "dd_fsync_GBps": dd / 1e9,
+            row |= {"streaming_none_first_batch_ms": first_batch_ms, "curl_to_shm_files_GBps": c3 / 1e9, "dd_fsync_GBps": dd / 1e9,
                    "cached_GBps": c_rate / 1e9, "native_GBps": n_rate / 1e9, "cached_vs_native": c_rate / n_rate}
             for where, (rate_, st) in streamed.items():
                 row[f"streaming_{where}_GBps"] = rate_ / 1e9
@@ -196,6 +204,7 @@ def main():
                               for k, a, b in zip(CURL_CONNECTIONS, before, after))
             print(f"round {r}: curl {conns} GB/s before/after, {c3 / 1e9:.2f} into files on /dev/shm; streaming "
                   f"full: no cache {row['streaming_none_GBps']:.2f} GB/s = {row['streaming_none_vs_curl']:.2f}x curl "
+                  f"(first batch {first_batch_ms:.0f} ms) "
                   f"(2nd epoch {row['streaming_none_epoch2_GBps']:.2f} = {row['streaming_none_epoch2_vs_curl']:.2f}x), "
                   f"half cache on /dev/shm {row['streaming_shm_GBps']:.2f} = {row['streaming_shm_vs_curl']:.2f}x, "
                   f"on disk {row['streaming_disk_GBps']:.2f} = {row['streaming_disk_vs_curl']:.2f}x (dd conv=fsync "
@@ -205,7 +214,8 @@ def main():
         server.stop()
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0] if not isinstance(rows[0][k], list)}
     print(f"median of {len(rows)}{' (pinned)' if args.pin else ''}: streaming full, no cache {med['streaming_none_vs_curl']:.2f}x curl to /dev/null "
-          f"(2nd epoch {med['streaming_none_epoch2_vs_curl']:.2f}x), half cache on /dev/shm "
+          f"(2nd epoch {med['streaming_none_epoch2_vs_curl']:.2f}x; first batch "
+          f"{med['streaming_none_first_batch_ms']:.0f} ms), half cache on /dev/shm "
           f"{med['streaming_shm_vs_curl']:.2f}x, on disk {med['streaming_disk_vs_curl']:.2f}x; cached "
           f"{med['cached_vs_native']:.2f}x native ({total / 1e9:.2f} GB in {args.shards} shards)")
     print(json.dumps({"rounds": rows, "median": med, "bytes": total, "pinned": args.pin}))
