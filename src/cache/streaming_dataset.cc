@@ -133,6 +133,7 @@ struct StreamingDataset::Impl {
     std::unique_ptr<NativeDataset> data;
   };
   std::map<uint32_t, KeptShard> kept_open;
+  size_t max_kept_open = 0;  // each holds two descriptors and a mapping: bounded (Open)
   std::vector<bool> in_flight, failed_for_good, seen;
   std::vector<uint32_t> fetch_order;
   size_t fetch_cursor = 0;
@@ -237,7 +238,8 @@ struct StreamingDataset::Impl {
     const int st = s.state.load();
     if (st != kOpen && st != kPinned) return;
     ShardCache::MarkUsed(s.pin);
-    if (st == kOpen && !s.mem && s.pin.valid() && s.data && KeepsShardsOpen())
+    if (st == kOpen && !s.mem && s.pin.valid() && s.data && KeepsShardsOpen() &&
+        kept_open.size() < max_kept_open)
       kept_open[s.shard] = KeptShard{std::move(s.pin), std::move(s.data)};
     s.data.reset();
     s.pin = ShardCache::Pin();
@@ -767,6 +769,10 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     nofile.rlim_cur = nofile.rlim_max;
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
+  // Shards kept open between epochs (KeepsShardsOpen): at most an eighth of
+  // the descriptors, and 4096 (the mappings count against vm.max_map_count).
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0)
+    m.max_kept_open = static_cast<size_t>(std::min<rlim_t>(4096, nofile.rlim_cur / 8));
   const size_t n = m.shards.size();
   m.known_count.assign(n, -1);
   m.in_flight.assign(n, false);

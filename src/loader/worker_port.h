@@ -37,9 +37,8 @@ class WorkerPort {
   // a new region with memory before handing it out.  Returns
   // ResourceExhausted when the batch can never fit max_memory or the machine
   // has no memory to back it (the slot's region, >= 64 KiB, is still usable
-  // for an error report), and Cancelled when there is no
-  // room now: publish kCancelled without touching the region, and the task
-  // comes back later.
+  // for an error report), and Cancelled when there is no room now: publish
+  // kCancelled without touching the region, and the task comes back later.
   Result<uint8_t*> Reserve(uint32_t slot, uint64_t bytes);
   uint8_t* Region(uint32_t slot, uint64_t* capacity);
   // Hands the slot back to the main process with `used` bytes of result.

@@ -227,6 +227,32 @@ def test_full_mode_with_room_for_every_shard_keeps_them_open_between_epochs(serv
     assert mapped_shards(local) == set(), "close() lets them go"
 
 
+KEPT_OPEN_SCRIPT = """
+import os, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+sys.path[:0] = sys.argv[3].split(os.pathsep)
+import stoker
+from stoker.cache import StreamingDataset
+from test_streaming import FEATURES, mapped_shards
+ds = StreamingDataset(sys.argv[1], sys.argv[2], max_bytes=1 << 30, mode="full", features=FEATURES)
+loader = stoker.DataLoader(ds, batch_size=16, num_workers=2)
+for epoch in range(2):
+    n = sum(len(b["y"]) for b in loader)
+    print(n, len(mapped_shards(sys.argv[2])))
+ds.close()
+"""
+
+
+def test_shards_kept_open_are_bounded_by_the_open_file_limit(server, tmp_path):
+    """An eighth of the descriptors at most (each kept shard holds two): with
+    a limit of 128, 16 of the 20 shards stay open and the rest are opened
+    again each epoch."""
+    out = subprocess.run([sys.executable, "-c", KEPT_OPEN_SCRIPT, server.url, str(tmp_path / "cache"),
+                          os.pathsep.join(sys.path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == [str(N_SHARDS * PER_SHARD), "16"] * 2, out.stdout
+
+
 def test_full_mode_without_a_cache_streams_everything_through_memory(server, www, tmp_path):
     local = str(tmp_path / "cache")
     ds = StreamingDataset(server.url, local, max_bytes=0, mode="full", features=FEATURES, shuffle_window=2,
