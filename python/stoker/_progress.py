@@ -6,6 +6,7 @@ half second, so the display costs nothing per batch."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 _MIB = 1 << 20
@@ -21,6 +22,25 @@ def describe(st: dict) -> str:
     return text
 
 
+_BARS = {}  # tqdm class -> its subclass with a thread lock
+
+
+def _bar_class():
+    """tqdm, with a thread lock of its own: tqdm's default lock holds a
+    multiprocessing lock, a POSIX semaphore mapped from /dev/shm, and this
+    bar is only ever drawn from the training loop's process (stoker keeps
+    /dev/shm out of the way: docs/memory.md).  None without tqdm."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    bar = _BARS.get(tqdm)
+    if bar is None:
+        bar = _BARS[tqdm] = type("StokerBar", (tqdm,), {})
+        bar.set_lock(threading.RLock())
+    return bar
+
+
 class Progress:
     INTERVAL_S = 0.5
 
@@ -30,12 +50,8 @@ class Progress:
         self._count = 0
         self._total = total
         self._desc = desc
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            self._bar = None
-        else:
-            self._bar = tqdm(total=total, unit="batch", desc=desc, dynamic_ncols=True)
+        bar = _bar_class()
+        self._bar = bar(total=total, unit="batch", desc=desc, dynamic_ncols=True) if bar is not None else None
 
     def update(self):
         self._count += 1

@@ -84,3 +84,26 @@ def test_nothing_is_created_in_or_mapped_from_dev_shm():
     assert not any("/dev/shm" in m for m in maps)
     assert any("memfd:stoker-arena" in m for m in maps), "the pool is an anonymous memfd"
     del names, arr
+
+
+PROGRESS_SCRIPT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import stoker
+from datasets import BigDataset
+for b in stoker.DataLoader(BigDataset(8, 1 << 10), batch_size=4, num_workers=2, progress=True):
+    pass
+with open("/proc/self/maps") as f:
+    print(sum("/dev/shm" in line for line in f))
+"""
+
+
+def test_the_progress_bar_maps_nothing_from_dev_shm():
+    """tqdm's default lock is a multiprocessing semaphore in /dev/shm: the
+    loader's bar (drawn in this process only) takes a thread lock instead."""
+    pytest.importorskip("tqdm")
+    out = subprocess.run([sys.executable, "-c", PROGRESS_SCRIPT, TESTS], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "2/2" in out.stderr, "the bar was drawn with tqdm"
+    assert out.stdout.split()[-1] == "0", out.stdout
