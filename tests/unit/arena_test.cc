@@ -54,12 +54,12 @@ TEST(Arena, GrowIsVisibleToAnAttachedMapping) {
   EXPECT_FALSE(ar.Contains(ar.base() + off + (4 << 20), 1));
 }
 
-TEST(Arena, SharedAcrossFork) {
-  auto a = Arena::Create({1, 4, 16 << 20});
-  ASSERT_TRUE(a.ok());
-  Arena& ar = *a.value();
+// Writes "parent" at the start of `ar`'s data, has a forked child write
+// "child" there, and returns what this process reads afterwards.
+std::string ReadAfterForkedChildWrites(Arena& ar) {
   const uint64_t off = ar.control()->data_offset;
-  ASSERT_TRUE(ar.Grow(off + 4096).ok());
+  EXPECT_TRUE(ar.Grow(off + 4096).ok());
+  std::memcpy(ar.base() + off, "parent", 7);
   pid_t child = fork();
   if (child == 0) {
     std::memcpy(ar.base() + off, "child", 6);
@@ -67,7 +67,13 @@ TEST(Arena, SharedAcrossFork) {
   }
   int st;
   waitpid(child, &st, 0);
-  EXPECT_STREQ(reinterpret_cast<char*>(ar.base() + off), "child");
+  return reinterpret_cast<char*>(ar.base() + off);
+}
+
+TEST(Arena, SharedAcrossFork) {
+  auto a = Arena::Create({1, 4, 16 << 20});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(ReadAfterForkedChildWrites(*a.value()), "child");
 }
 
 TEST(Arena, GrowPastReserveFails) {
@@ -107,18 +113,7 @@ TEST(Arena, PrivateArenaIsNotSharedWithAForkedChild) {
   g.process_shared = false;
   auto a = Arena::Create(g);
   ASSERT_TRUE(a.ok());
-  Arena& ar = *a.value();
-  const uint64_t off = ar.control()->data_offset;
-  ASSERT_TRUE(ar.Grow(off + 4096).ok());
-  std::memcpy(ar.base() + off, "parent", 7);
-  pid_t child = fork();
-  if (child == 0) {
-    std::memcpy(ar.base() + off, "child", 6);
-    _exit(0);
-  }
-  int st;
-  waitpid(child, &st, 0);
-  EXPECT_STREQ(reinterpret_cast<char*>(ar.base() + off), "parent");
+  EXPECT_EQ(ReadAfterForkedChildWrites(*a.value()), "parent");
 }
 
 TEST(Arena, AttachRejectsOtherFiles) {
