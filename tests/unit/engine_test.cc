@@ -199,6 +199,8 @@ TEST(Engine, BatchLargerThanTheBudgetIsReportedToTheWorker) {
   MustDispatch(e, 0, 0, 1);
   std::vector<Completion> done;
   ASSERT_TRUE(e->Wait(10'000'000'000, &done).ok());
+  // (The worker exits right after: its exit may come in the same Wait.)
+  std::erase_if(done, [](const Completion& c) { return c.kind == Completion::Kind::kWorkerExit; });
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].result, SlotResult::kError);
   e->Forget(0);
