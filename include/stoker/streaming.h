@@ -92,8 +92,8 @@ struct StreamingStats {
   uint64_t remote_shards = 0, remote_bytes = 0;
   uint64_t seen_shards = 0, seen_bytes = 0;      // shards that have been part of an epoch
   double fraction_seen = 0;                      // seen_bytes / remote_bytes
-  uint64_t fetch_errors = 0;
-  std::string last_fetch_error;
+  uint64_t fetch_errors = 0;       // failed downloads (a cache with no room to make is not one)
+  std::string last_fetch_error;    // the last failure, or why a fetcher waits for room in the cache
 };
 
 class StreamingDataset : public NativeDataset {

@@ -90,9 +90,12 @@ class StreamingDataset(NativeDataset):
     stall_timeout_s=30.0)
 
     remote: the store (a directory, file://..., http(s)://...).  local: the
-    cache directory.  max_bytes: its budget (complete and downloading
-    shards; 0 in mode "full": nothing is written there, every shard streams
-    through memory).  features= (TFRecord shards: name -> (dtype, shape)) or
+    cache directory, the cache's own (every file in it counts and may be
+    evicted: a directory holding anything but the dataset's shards that is
+    not a cache yet is refused).  max_bytes: its budget (complete and
+    downloading shards; 0 in mode "full": nothing is written there, every
+    shard streams through memory); the disk's free space is a budget too
+    (the cache leaves min(1 GiB, 5% of the file system) free).  features= (TFRecord shards: name -> (dtype, shape)) or
     fields= (tar shards, as stoker.io.TarShardDataset; None infers them).
     mode: "growing" (each epoch: the shards cached when it begins, at least
     min_shards, waiting for them; wait_timeout= seconds gives up) or "full"

@@ -38,7 +38,14 @@ Status FileSink::Write(const char* p, size_t n) {
   for (size_t done = 0; done < n;) {
     const ssize_t w = pwrite(fd_, p + done, n - done, static_cast<off_t>(written_));
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return Status::IOError("writing " + what_, errno);  // what was written stays: a resume goes on from it
+    if (w < 0) {
+      // What was written stays: a resume goes on from it.  A full disk is
+      // not the store's fault: the cache makes room (ShardCache::Reserve).
+      const int err = errno;
+      Status st = Status::IOError("writing " + what_, err);
+      return err == ENOSPC || err == EDQUOT ? Status::ResourceExhausted(st.message() + ": the cache's disk is full")
+                                            : st;
+    }
     if (crc_) *crc_ = Crc32cExtend(*crc_, p + done, static_cast<size_t>(w));
     done += static_cast<size_t>(w);
     written_ += static_cast<uint64_t>(w);

@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "io/crc32c.h"
@@ -78,12 +80,54 @@ bool DownloaderAlive(const std::string& lock_path) {
 
 }  // namespace
 
-Result<std::unique_ptr<ShardCache>> ShardCache::Open(const std::string& dir, uint64_t max_bytes, EvictionOrder order) {
+Result<std::unique_ptr<ShardCache>> ShardCache::Open(const std::string& dir, uint64_t max_bytes, EvictionOrder order,
+                                                     const std::vector<ShardInfo>& shards) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::IOError("mkdir " + dir, errno);
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Status::InvalidArgument("ShardCache: " + dir + " is not a directory");
-  return std::unique_ptr<ShardCache>(new ShardCache(dir, max_bytes, order));
+  std::unique_ptr<ShardCache> c(new ShardCache(dir, max_bytes, order));
+  const std::string idx = c->index_dir();
+  // (A cache has its index directory, or its lock file from before there was one.)
+  if (stat(idx.c_str(), &st) != 0 && stat((dir + "/.stoker-cache.lock").c_str(), &st) != 0) {
+    // Not a cache yet: is everything in it ours to evict?
+    std::set<std::string> known{".", ".."};
+    for (const ShardInfo& s : shards)
+      for (const char* suffix : {"", ".part", ".lock", ".reserve"}) known.insert(s.name + suffix);
+    std::string other;
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d))
+        if (!known.count(e->d_name)) {
+          other = e->d_name;
+          break;
+        }
+      closedir(d);
+    }
+    if (!other.empty())
+      return Status::InvalidArgument("cache directory " + dir + " holds " + other +
+                                     ", which is not one of the dataset's shards, and is not a stoker cache (no " +
+                                     kIndexDir + "): the cache counts every file in its directory against "
+                                     "max_bytes and evicts them; give it an empty or new directory of its own");
+  }
+  if (mkdir(idx.c_str(), 0755) != 0 && errno != EEXIST) return Status::IOError("mkdir " + idx, errno);
+  c->SweepIndexes();
+  return c;
+}
+
+void ShardCache::SweepIndexes() const {
+  const std::string idx = index_dir();
+  DIR* d = opendir(idx.c_str());
+  if (!d) return;
+  constexpr size_t kSuffix = std::char_traits<char>::length(".stoker-index");
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n[0] == '.' || n.size() <= kSuffix + 1) continue;
+    const size_t cut = n.rfind('.', n.size() - kSuffix - 1);  // <name>.<hash>.stoker-index
+    if (cut == std::string::npos) continue;
+    struct stat st {};
+    if (stat(Path(n.substr(0, cut)).c_str(), &st) != 0 && errno == ENOENT) unlink((idx + "/" + n).c_str());
+  }
+  closedir(d);
 }
 
 bool ShardCache::IsCached(const ShardInfo& shard) const {
@@ -91,12 +135,12 @@ bool ShardCache::IsCached(const ShardInfo& shard) const {
   return stat(Path(shard.name).c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == shard.size;
 }
 
-Result<uint64_t> ShardCache::UsedBytes() const {
+Result<ShardCache::Usage> ShardCache::Scan() const {
   DIR* d = opendir(dir_.c_str());
   if (!d) return Status::IOError("opendir " + dir_, errno);
-  uint64_t used = 0;
+  Usage u;
   std::vector<std::pair<std::string, uint64_t>> parts;
-  std::set<std::string> reserved;
+  std::map<std::string, uint64_t> reserved;
   while (dirent* e = readdir(d)) {
     const std::string n = e->d_name;
     if (n[0] == '.' || EndsWith(n, ".lock")) continue;
@@ -114,18 +158,51 @@ Result<uint64_t> ShardCache::UsedBytes() const {
       }
       char buf[32] = {0};
       UniqueFd fd(open(Path(n).c_str(), O_RDONLY | O_CLOEXEC));
-      if (fd.valid() && read(fd.get(), buf, sizeof buf - 1) > 0) used += std::strtoull(buf, nullptr, 10);
-      reserved.insert(base);
+      const uint64_t bytes =
+          fd.valid() && read(fd.get(), buf, sizeof buf - 1) > 0 ? std::strtoull(buf, nullptr, 10) : 0;
+      u.used += bytes;
+      reserved[base] = bytes;
     } else {
-      used += static_cast<uint64_t>(st.st_size);
+      u.used += static_cast<uint64_t>(st.st_size);
     }
   }
   closedir(d);
-  // A part being downloaded is inside its reservation; one a dead process
-  // left counts for its size.
-  for (const auto& [base, bytes] : parts)
-    if (!reserved.count(base)) used += bytes;
-  return used;
+  // A part being downloaded is inside its reservation (the rest of which is
+  // still to be written); one a dead process left counts for its size.
+  for (const auto& [base, bytes] : parts) {
+    auto r = reserved.find(base);
+    if (r == reserved.end()) {
+      u.used += bytes;
+    } else {
+      r->second -= std::min(r->second, bytes);
+    }
+  }
+  for (const auto& [base, left] : reserved) u.unwritten += left;
+  return u;
+}
+
+Result<uint64_t> ShardCache::UsedBytes() const {
+  STOKER_ASSIGN_OR_RETURN(Usage u, Scan());
+  return u.used;
+}
+
+uint64_t ShardCache::KeepFree(uint64_t file_system_bytes) {
+  return std::min<uint64_t>(uint64_t{1} << 30, file_system_bytes / 20);
+}
+
+Result<uint64_t> ShardCache::DiskRoom(const Usage& u) const {
+  struct statvfs fs {};
+  if (statvfs(dir_.c_str(), &fs) != 0) return Status::IOError("statvfs " + dir_, errno);
+  const uint64_t avail = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  const uint64_t taken = u.unwritten + KeepFree(static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize);
+  return avail > taken ? avail - taken : 0;
+}
+
+bool ShardCache::HasRoomFor(const ShardInfo& shard) const {
+  Result<Usage> u = Scan();
+  if (!u.ok() || u.value().used + shard.size > max_bytes_) return false;
+  Result<uint64_t> disk = DiskRoom(u.value());
+  return disk.ok() && disk.value() >= shard.size;
 }
 
 Status ShardCache::Reserve(const ShardInfo& shard) {
@@ -134,8 +211,17 @@ Status ShardCache::Reserve(const ShardInfo& shard) {
                                      " bytes) is larger than the cache's max_bytes (" + std::to_string(max_bytes_) +
                                      ")");
   STOKER_ASSIGN_OR_RETURN(UniqueFd dirlock, LockFile(dir_ + "/.stoker-cache.lock", LOCK_EX));
-  STOKER_ASSIGN_OR_RETURN(uint64_t used, UsedBytes());
-  if (used + shard.size > max_bytes_) {
+  STOKER_ASSIGN_OR_RETURN(Usage usage, Scan());
+  uint64_t used = usage.used;
+  STOKER_ASSIGN_OR_RETURN(uint64_t disk, DiskRoom(usage));
+  // What this download still has to write (a part left by an earlier
+  // attempt is resumed).
+  struct stat own {};
+  const uint64_t need =
+      shard.size - std::min<uint64_t>(shard.size, stat((Path(shard.name) + ".part").c_str(), &own) == 0
+                                                      ? static_cast<uint64_t>(own.st_size) : 0);
+  auto fits = [&] { return used + shard.size <= max_bytes_ && disk >= need; };
+  if (!fits()) {
     // Least recently used first (atime, set when a shard is pinned and when
     // a reader is done with it), or oldest first (mtime: when it was written).
     std::vector<std::pair<int64_t, std::string>> cand;
@@ -154,22 +240,39 @@ Status ShardCache::Reserve(const ShardInfo& shard) {
     }
     closedir(d);
     std::sort(cand.begin(), cand.end());
+    // Pick the victims (locked: no reader pins them meanwhile) and evict
+    // them only if that makes room: a disk full of other files must not
+    // empty the cache for nothing.
+    std::vector<std::pair<std::string, UniqueFd>> victims;
     for (const auto& [atime, n] : cand) {
-      if (used + shard.size <= max_bytes_) break;
+      if (fits()) break;
       UniqueFd fd(open(Path(n).c_str(), O_RDONLY | O_CLOEXEC));
       if (!fd.valid()) continue;
       if (Flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // pinned by a reader: never evicted
       struct stat st {};
-      if (fstat(fd.get(), &st) != 0) continue;
-      if (unlink(Path(n).c_str()) == 0) {
-        used -= std::min<uint64_t>(used, static_cast<uint64_t>(st.st_size));
-        if (!EndsWith(n, ".part")) ++evictions_;
-      }
+      if (fstat(fd.get(), &st) != 0 || st.st_nlink == 0) continue;
+      used -= std::min<uint64_t>(used, static_cast<uint64_t>(st.st_size));
+      disk += static_cast<uint64_t>(st.st_blocks) * 512;  // freed once the descriptor closes
+      victims.emplace_back(n, std::move(fd));
     }
     if (used + shard.size > max_bytes_)
       return Status::ResourceExhausted("cache " + dir_ + " is full: " + std::to_string(used) + " of " +
                                        std::to_string(max_bytes_) + " bytes are shards in use or being downloaded, " +
                                        "and shard " + shard.name + " needs " + std::to_string(shard.size));
+    if (disk < need)
+      return Status::ResourceExhausted(
+          "cache " + dir_ + ": its file system has room for " + std::to_string(disk) + " more bytes (keeping " +
+          "min(1 GiB, 5% of it) free for everything else), counting every cached shard not in use as evicted, "
+          "and shard " + shard.name + " needs " + std::to_string(need) + ". max_bytes=" + std::to_string(max_bytes_) +
+          " is more than that disk holds now: free space there or lower max_bytes");
+    bool evicted = false;
+    for (const auto& [n, fd] : victims)
+      if (unlink(Path(n).c_str()) == 0 && !EndsWith(n, ".part")) {
+        ++evictions_;
+        evicted = true;
+      }
+    victims.clear();  // (closed: their space is free)
+    if (evicted) SweepIndexes();
   }
   const std::string reserve = Path(shard.name) + ".reserve";
   UniqueFd fd(open(reserve.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));

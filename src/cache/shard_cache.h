@@ -8,11 +8,14 @@
 //     then find it (no double download);
 //   - before a download, shards are evicted (least recently used, or oldest
 //     downloaded first) until the cached and in-progress bytes plus the new
-//     shard fit max_bytes; a shard a reader has pinned (shared flock) is
-//     never evicted.  A .part left by a process that died counts against
+//     shard fit max_bytes, and the shard fits the disk's free space (less
+//     KeepFree); a shard a reader has pinned (shared flock) is never
+//     evicted.  A .part left by a process that died counts against
 //     max_bytes until it is resumed or evicted (oldest first).
 // Layout of the directory: <name> (complete), <name>.part (downloading),
-// <name>.reserve (bytes reserved for a download), <name>.lock, .stoker-cache.lock.
+// <name>.reserve (bytes reserved for a download), <name>.lock, .stoker-cache.lock,
+// and .stoker-index/<name>.<hash>.stoker-index (a cached TFRecord shard's
+// record index, written by its reader; removed with the shard).
 #ifndef STOKER_CACHE_SHARD_CACHE_H_
 #define STOKER_CACHE_SHARD_CACHE_H_
 
@@ -39,9 +42,14 @@ Result<uint32_t> FileCrc32c(int fd, uint64_t size, const std::string& path);
 class ShardCache {
  public:
   // max_bytes 0: a cache that takes no new shard (Fetch serves those the
-  // directory holds already).
+  // directory holds already).  The cache counts and evicts every file in its
+  // directory, so a directory that is not a cache yet (no kIndexDir, no
+  // .stoker-cache.lock) may hold only the shards named in `shards` (copied
+  // there beforehand, or left by a crash: with .part/.lock/.reserve);
+  // anything else is refused.
   static Result<std::unique_ptr<ShardCache>> Open(const std::string& dir, uint64_t max_bytes,
-                                                  EvictionOrder order = EvictionOrder::kLeastRecentlyUsed);
+                                                  EvictionOrder order = EvictionOrder::kLeastRecentlyUsed,
+                                                  const std::vector<ShardInfo>& shards = {});
 
   // A shard held by a reader: never evicted while the Pin lives.
   class Pin {
@@ -68,6 +76,21 @@ class ShardCache {
   static void MarkUsed(const Pin& pin);
   // Bytes of complete shards plus reservations of downloads in progress.
   Result<uint64_t> UsedBytes() const;
+  // Whether `shard` could be downloaded now without evicting anything: it
+  // fits max_bytes and the file system under the directory has room for it
+  // (DiskRoom).
+  bool HasRoomFor(const ShardInfo& shard) const;
+  // Free space the cache leaves on its file system for everything else:
+  // min(1 GiB, 5% of the file system).  A max_bytes larger than the disk
+  // holds makes the cache evict when the disk is full to this point, as it
+  // does at max_bytes.
+  static uint64_t KeepFree(uint64_t file_system_bytes);
+
+  // The directory's record indexes (kept out of the byte count; small).
+  static constexpr const char* kIndexDir = ".stoker-index";
+  std::string index_dir() const { return Path(kIndexDir); }
+  // Removes the record indexes of shards no longer in the directory.
+  void SweepIndexes() const;
 
   const std::string& dir() const { return dir_; }
   uint64_t max_bytes() const { return max_bytes_; }
@@ -80,7 +103,17 @@ class ShardCache {
   ShardCache(std::string dir, uint64_t max_bytes, EvictionOrder order)
       : dir_(std::move(dir)), max_bytes_(max_bytes), order_(order) {}
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
-  // Under the directory lock: evicts until `need` more bytes fit; reserves them.
+  // The directory by UsedBytes's rules; `unwritten`: bytes that live
+  // downloads have reserved and not written yet (still free on the disk).
+  struct Usage {
+    uint64_t used = 0, unwritten = 0;
+  };
+  Result<Usage> Scan() const;
+  // Bytes the file system can take for new shards: its free space less
+  // `unwritten` and KeepFree.
+  Result<uint64_t> DiskRoom(const Usage& u) const;
+  // Under the directory lock: evicts until the shard fits max_bytes and the
+  // disk (DiskRoom), if evicting can make it fit; reserves its bytes.
   Status Reserve(const ShardInfo& shard);
   // Downloads, checks and renames into place; *pin holds it from before the rename.
   Status Download(Store& store, const ShardInfo& shard, Pin* pin);

@@ -168,7 +168,7 @@ struct StreamingDataset::Impl {
     files.push_back(std::move(file));
     if (o.format == ShardFormat::kTFRecord) {
       TFRecordOptions to;
-      to.index_dir = o.local + "/.stoker-index";
+      to.index_dir = cache->index_dir();  // (swept by the cache as it evicts)
       to.index_cache = !memory;
       to.on_error = o.on_error;
       to.verify_crc = !verified;
@@ -417,18 +417,25 @@ struct StreamingDataset::Impl {
       }
       const ShardInfo& info = shards[job.shard];
       const bool cached = cache->IsCached(info);
+      if (job.slot) job.slot->state = kFetching;
+      in_flight[job.shard] = true;
       // kFull with no room left in the cache: into a memory buffer instead
-      // of evicting shards a later epoch would read.
+      // of evicting shards a later epoch would read.  Whether there is room
+      // is a scan of the cache directory (a stat per file: milliseconds for
+      // thousands of shards), done without mu, which the readers take to
+      // release a shard they are done with; the job is claimed meanwhile.
       StreamBuffer* buf = nullptr;
-      if (o.mode == StreamingMode::kFull && job.slot && !cached && !CacheHasRoomLocked(info)) {
-        buf = AcquireBufferLocked(job.speculative);
-        if (!buf) {
+      if (o.mode == StreamingMode::kFull && job.slot && !cached) {
+        l.unlock();
+        const bool room = cache->HasRoomFor(info);  // (max_bytes and the disk)
+        l.lock();
+        if (!room && !(buf = AcquireBufferLocked(job.speculative))) {
+          in_flight[job.shard] = false;
+          job.slot->state = kWaiting;  // unclaimed (its readers wait on either state alike)
           cv.wait_for(l, std::chrono::milliseconds(200));  // the readers hold them all: wait for a release
           continue;
         }
       }
-      if (job.slot) job.slot->state = kFetching;
-      in_flight[job.shard] = true;
       if (!cached && ++downloading == 1) busy_since = Now();
       if (!cached) bytes_in_flight += info.size;
       l.unlock();
@@ -474,7 +481,9 @@ struct StreamingDataset::Impl {
         cv.notify_all();  // its readers see it waiting again (and ask for it)
       }
       if (err.code() == Status::Code::kResourceExhausted) {
-        // Full of shards in use: wait for a release (or another process's).
+        // Full of shards in use, or a disk full of other files: wait for a
+        // release (or another process's, or free space); stats() says why.
+        last_error = err.message();
         cv.wait_for(l, std::chrono::milliseconds(200));
         continue;
       }
@@ -495,12 +504,6 @@ struct StreamingDataset::Impl {
         cv.wait_for(l, std::chrono::duration<double>(backoff), [&] { return stop; });
       }
     }
-  }
-
-  // Under mu: whether the cache can take `info` without evicting anything.
-  bool CacheHasRoomLocked(const ShardInfo& info) const {
-    Result<uint64_t> used = cache->UsedBytes();
-    return used.ok() && used.value() + info.size <= o.max_bytes;
   }
 
   // Default: the window being read, as many again kept for the readers'
@@ -748,21 +751,7 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     return Status::InvalidArgument(what + ": stream_buffers (" + std::to_string(o.stream_buffers) +
                                    ") must be more than shuffle_window (" + std::to_string(o.shuffle_window) +
                                    "): the readers hold a window of shards at once");
-  STOKER_ASSIGN_OR_RETURN(m.cache, ShardCache::Open(o.local, o.max_bytes, o.eviction));
-  // Record indexes of cached TFRecord shards live in a hidden directory the
-  // cache does not count; those of shards no longer cached are swept.
-  const std::string idx_dir = o.local + "/.stoker-index";
-  if (mkdir(idx_dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::IOError("mkdir " + idx_dir, errno);
-  if (DIR* d = opendir(idx_dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      const size_t cut = n.rfind('.', n.size() - std::strlen(".stoker-index") - 1);
-      if (n[0] == '.' || cut == std::string::npos) continue;
-      struct stat st {};
-      if (stat((o.local + "/" + n.substr(0, cut)).c_str(), &st) != 0) unlink((idx_dir + "/" + n).c_str());
-    }
-    closedir(d);
-  }
+  STOKER_ASSIGN_OR_RETURN(m.cache, ShardCache::Open(o.local, o.max_bytes, o.eviction, m.shards));
   // One descriptor per pinned shard (and one per open one): allow many.
   rlimit nofile{};
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {

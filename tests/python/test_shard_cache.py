@@ -78,8 +78,8 @@ def test_restart_with_a_half_written_file(server, shards, tmp_path):
     store = Store(server.url)
     size, crc = index_of(store)["shard-3.tar"]
     c = tmp_path / "c"
-    c.mkdir()
-    (c / "shard-3.tar.part").write_bytes(blobs["shard-3.tar"][: size // 2])  # a crash mid-download
+    ShardCache(str(c), 10 * SHARD)  # the process that crashed...
+    (c / "shard-3.tar.part").write_bytes(blobs["shard-3.tar"][: size // 2])  # ...mid-download
     cache = ShardCache(str(c), 10 * SHARD)
     pin = cache.fetch(store, "shard-3.tar", size, crc)
     assert open(pin.path, "rb").read() == blobs["shard-3.tar"]

@@ -115,6 +115,51 @@ TEST(ShardCache, PartsLeftByTheDeadCountAndAreEvictedFirst) {
   fs::remove_all(dir);
 }
 
+TEST(ShardCache, EvictsNothingWhenEvictingCannotMakeRoom) {
+  const std::string dir = ::testing::TempDir() + "noroom_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/src");
+  std::ofstream(dir + "/src/a.tar") << std::string(4000, 'a');
+  std::ofstream(dir + "/src/b.tar") << std::string(4000, 'b');
+  std::ofstream(dir + "/src/c.tar") << std::string(7000, 'c');
+  auto cache = ShardCache::Open(dir + "/cache", 10000, EvictionOrder::kOldest);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  auto store = Store::Open(dir + "/src");
+  ASSERT_TRUE(store.ok());
+  auto a = cache.value()->Fetch(*store.value(), ShardInfo{"a.tar", 4000});  // held: in use
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(cache.value()->Fetch(*store.value(), ShardInfo{"b.tar", 4000}).ok());  // not held
+  // c needs b and a gone; a is in use, so evicting b alone would not do.
+  auto c = cache.value()->Fetch(*store.value(), ShardInfo{"c.tar", 7000});
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(c.status().IsResourceExhausted()) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("is full"), std::string::npos) << c.status().ToString();
+  EXPECT_TRUE(cache.value()->IsCached(ShardInfo{"b.tar", 4000}));
+  EXPECT_EQ(cache.value()->evictions(), 0u);
+  a = ShardCache::Pin();  // a is free: now both go, and c fits
+  c = cache.value()->Fetch(*store.value(), ShardInfo{"c.tar", 7000});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(cache.value()->evictions(), 2u);
+  fs::remove_all(dir);
+}
+
+TEST(ShardCache, RefusesADirectoryHoldingOtherFiles) {
+  const std::string dir = ::testing::TempDir() + "foreign_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir + "/a.tar") << "shard";
+  std::ofstream(dir + "/b.tar.part") << "half";
+  // Shards of the dataset copied there, or left by a crash: a cache.
+  EXPECT_TRUE(ShardCache::Open(dir, 1 << 20, EvictionOrder::kOldest, {ShardInfo{"a.tar", 5}, ShardInfo{"b.tar", 9}}).ok());
+  fs::remove_all(dir + "/.stoker-index");  // as it was
+  std::ofstream(dir + "/thesis.pdf") << "not a shard";
+  auto refused = ShardCache::Open(dir, 1 << 20, EvictionOrder::kOldest, {ShardInfo{"a.tar", 5}, ShardInfo{"b.tar", 9}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("holds thesis.pdf"), std::string::npos) << refused.status().ToString();
+  EXPECT_TRUE(fs::exists(dir + "/thesis.pdf"));
+  fs::remove_all(dir);
+}
+
 TEST(Streaming, FullModeThroughTheCppLoaderEverySampleOnce) {
   testing::Watchdog wd(std::chrono::seconds(60));
   const std::string dir = MakeRemote("full");
