@@ -101,8 +101,10 @@ class StreamingDataset(NativeDataset):
     min_shards, waiting for them; wait_timeout= seconds gives up) or "full"
     (each epoch: every shard, streamed; needs the samples column in the index;
     shards kept in the cache while it has room, the rest read through
-    stream_buffers reused memory buffers, default 2 * (shuffle_window + fetchers), each
-    the size of the largest shard).
+    stream_buffers reused memory buffers, default 2 * (shuffle_window + fetchers)
+    within a quarter of the memory this process may use, each the size of the
+    largest shard; MemoryError when a shuffle window of them would take more
+    than half).
     An epoch's samples come shard by shard: shards shuffled, and the samples of
     shuffle_window shards at a time shuffled together (stoker.DataLoader uses
     this order; its seed= and set_epoch() drive it).  The constructor returns

@@ -35,6 +35,7 @@
 #include "core/mix.h"
 #include "core/time_slice.h"
 #include "core/unique_fd.h"
+#include "proc/proc_memory.h"
 #include "io/crc32c.h"
 #include "io/file_reader.h"
 #include "io/tar_shard_dataset.h"
@@ -134,6 +135,7 @@ struct StreamingDataset::Impl {
   };
   std::map<uint32_t, KeptShard> kept_open;
   size_t max_kept_open = 0;  // each holds two descriptors and a mapping: bounded (Open)
+  size_t buffer_count = 0;   // kFull: stream buffers at most (SizeBuffers)
   std::vector<bool> in_flight, failed_for_good, seen;
   std::vector<uint32_t> fetch_order;
   size_t fetch_cursor = 0;
@@ -506,28 +508,56 @@ struct StreamingDataset::Impl {
     }
   }
 
-  // Default: the window being read, as many again kept for the readers'
-  // next shards (AcquireBufferLocked), and per fetcher one buffer in flight
-  // and one ready, so that fetchers finishing at different times do not wait
-  // for each other's readers.
-  size_t BufferCount() const {
-    return o.stream_buffers ? o.stream_buffers : 2 * size_t{o.shuffle_window} + 2 * size_t{o.fetchers};
+  size_t BufferCount() const { return buffer_count; }
+
+  // Bytes of one stream buffer: whole huge pages for shards of one or more,
+  // whole pages below that.
+  uint64_t BufferCapacity() const {
+    const uint64_t unit = max_shard >= (2 << 20) ? (2 << 20) : 4096;
+    return std::max<uint64_t>(unit, (max_shard + unit - 1) / unit * unit);
+  }
+
+  // How many stream buffers (Open).  Default: the window being read, as
+  // many again kept for the readers' next shards (AcquireBufferLocked), and
+  // per fetcher one buffer in flight and one ready, so that fetchers
+  // finishing at different times do not wait for each other's readers; but
+  // no more than a quarter of the memory this process may use (large
+  // shards), and never fewer than a window and one more.  Whatever the
+  // count, more than half of that memory is an error here, not the OOM
+  // killer in the middle of an epoch (`needed`: some shards are sure to
+  // stream; otherwise the buffers are only for a disk with less room than
+  // max_bytes, and made when first wanted).
+  Status SizeBuffers(bool needed) {
+    const uint64_t each = BufferCapacity();
+    const Result<uint64_t> limit = MemoryLimitBytes();
+    const size_t least = size_t{o.shuffle_window} + 1;
+    buffer_count = o.stream_buffers ? o.stream_buffers : 2 * size_t{o.shuffle_window} + 2 * size_t{o.fetchers};
+    if (!o.stream_buffers && limit.ok())
+      buffer_count = std::max(least, std::min<size_t>(buffer_count, limit.value() / 4 / each));
+    if (needed && limit.ok() && buffer_count * each > limit.value() / 2)
+      return Status::ResourceExhausted(
+          Describe() + " streams the shards its cache has no room for through memory: " +
+          std::to_string(buffer_count) + " buffers (stream_buffers" + (o.stream_buffers ? "" : ", at least shuffle_window + 1") +
+          ") of " + std::to_string(each) + " bytes (the largest shard) would take " +
+          std::to_string(buffer_count * each) + " bytes, more than half of the " + std::to_string(limit.value()) +
+          " bytes this process may use (MemTotal or its cgroup's limit); lower " +
+          (o.stream_buffers ? "stream_buffers or " : "") + "shuffle_window, give the cache room on disk (max_bytes), "
+          "or use smaller shards");
+    return Status::OK();
   }
 
   // Under mu (or before the fetchers start): one more stream buffer, its
   // pages allocated now (an error here, not a fault in the middle of an epoch).
   Status AddBufferLocked() {
     auto b = std::make_unique<StreamBuffer>();
-    // Whole huge pages for shards of one or more, whole pages below that.
-    const uint64_t unit = max_shard >= (2 << 20) ? (2 << 20) : 4096;
-    const uint64_t capacity = std::max<uint64_t>(unit, (max_shard + unit - 1) / unit * unit);
+    const uint64_t capacity = BufferCapacity();
     const std::string what = Describe() + ": a stream buffer of " + std::to_string(capacity) + " bytes (" +
                              std::to_string(BufferCount()) + " of them: stream_buffers; lower it or shuffle_window)";
     void* p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return Status::ResourceExhausted("no memory for " + what);
     b->map = static_cast<uint8_t*>(p);
     b->capacity = capacity;
-    if (unit > 4096) madvise(p, capacity, MADV_HUGEPAGE);  // (advice: fine where the kernel has none)
+    if (capacity >= (2 << 20)) madvise(p, capacity, MADV_HUGEPAGE);  // (advice: fine where the kernel has none)
     if (madvise(p, capacity, MADV_POPULATE_WRITE) != 0 && errno != EINVAL)  // EINVAL: a kernel before 5.14
       return Status::ResourceExhausted("no memory for " + what + ": " + std::strerror(errno));
     buffers.push_back(std::move(b));
@@ -775,10 +805,12 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> s, Store::Open(o.remote, o.store));
     stores.push_back(std::move(s));
   }
-  if (o.mode == StreamingMode::kFull && m.remote_bytes > o.max_bytes) {
-    // Some shards will stream through memory: its buffers now, so that
-    // no memory is an error here rather than a stall later.
-    while (m.buffers.size() < m.BufferCount()) STOKER_RETURN_IF_ERROR(m.AddBufferLocked());
+  if (o.mode == StreamingMode::kFull) {
+    // Where some shards will stream through memory, its buffers now, so
+    // that no memory is an error here rather than a stall later.
+    const bool streams = m.remote_bytes > o.max_bytes;
+    STOKER_RETURN_IF_ERROR(m.SizeBuffers(streams));
+    while (streams && m.buffers.size() < m.BufferCount()) STOKER_RETURN_IF_ERROR(m.AddBufferLocked());
   }
   std::shared_ptr<StreamingDataset> d(new StreamingDataset(std::move(impl)));
   d->set_on_error(o.on_error);
