@@ -66,16 +66,20 @@ def epoch_ys(loader):
 
 
 def cache_usage(local):
-    """Bytes the cache directory holds in shards and partial downloads."""
-    total = 0
+    """Bytes the cache directory holds in shards and partial downloads.  (A
+    shard and its .part are counted once: a listing made while X.part is
+    renamed to X may show both, and both never exist at once.)"""
+    sizes = {}
     for f in os.listdir(local):
         if f.startswith(".") or f.endswith((".lock", ".reserve")):
             continue
         try:
-            total += os.path.getsize(os.path.join(local, f))
+            size = os.path.getsize(os.path.join(local, f))
         except FileNotFoundError:
-            pass
-    return total
+            continue
+        base = f[:-len(".part")] if f.endswith(".part") else f
+        sizes[base] = max(sizes.get(base, 0), size)
+    return sum(sizes.values())
 
 
 class Monitor(threading.Thread):
