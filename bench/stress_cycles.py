@@ -60,6 +60,28 @@ class TrainingLoopError(Exception):
     pass
 
 
+def describe_process(pid):
+    """State, parent, command line and kernel wait channel of every thread of `pid`."""
+    def read(path):
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except OSError as e:
+            return f"({e.strerror})"
+    stat = read(f"/proc/{pid}/stat")
+    fields = stat.rsplit(")", 1)[-1].split()
+    threads = {}
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            threads[tid] = read(f"/proc/{pid}/task/{tid}/wchan")
+    except OSError:
+        pass
+    return {"pid": pid, "state": fields[0] if fields else "?", "ppid": int(fields[1]) if len(fields) > 1 else None,
+            "our_child": len(fields) > 1 and int(fields[1]) == os.getpid(),
+            "cmdline": read(f"/proc/{pid}/cmdline").replace("\0", " ")[:200], "wchan": threads,
+            "stack": read(f"/proc/{pid}/stack")[:1500]}
+
+
 def arena_fds():
     return len(_arena_fds())
 
@@ -133,6 +155,10 @@ def run_cycle(rng, loader_cls, args, stats):
     t_gone = time.perf_counter()
     if any(alive(p) for p in pids):
         stats["leaked_processes"] += 1
+        # What the process left behind is doing, to tell a stuck worker from
+        # a pid the kernel already gave to another process.
+        stats["leaks"].append({"cycle": stats["cycles"], **stats["last"],
+                               "processes": [describe_process(p) for p in pids if alive(p)]})
     expected_raise = {"getitem_exception", "worker_sigkill", "timeout"}
     # A worker killed after it finished its last batch of the epoch may go
     # unnoticed: the epoch is complete, nothing was lost.
@@ -164,7 +190,7 @@ def main(argv=None):
         loader_cls = stoker.DataLoader
     rng = random.Random(args.seed)
     stats = {"loader": args.loader, "cycles": 0, "spawn": 0, "endings": {}, "latency_ms": [],
-             "after_block_ms": [], "leaked_processes": 0, "unexpected": [], "worst_by_ending": {}}
+             "after_block_ms": [], "leaked_processes": 0, "leaks": [], "unexpected": [], "worst_by_ending": {}}
     base_children = set(children())
     base_files = shm_files()
     t0 = time.perf_counter()
@@ -196,6 +222,7 @@ def main(argv=None):
         "left_arena_fds": arena_fds(),
         "left_files": sorted(shm_files() - base_files),
         "unexpected": stats["unexpected"][:10],
+        "leaks": stats["leaks"][:10],
         "unexpected_count": len(stats["unexpected"]),
     })
     print(json.dumps(stats), flush=True)

@@ -83,6 +83,7 @@ struct Epoch {
   std::atomic<int64_t> frontier{-1};         // the furthest place in seq read so far (kFull: 0 once ordered)
   std::atomic<bool> reads_started{false};
   bool ordered = false;
+  bool first_window_in = false;              // (FirstWindowInLocked, under mu)
   uint64_t samples() const { return firsts.back(); }
   uint32_t PositionOf(uint64_t index) const {
     return static_cast<uint32_t>(std::upper_bound(firsts.begin(), firsts.end(), index) - firsts.begin()) - 1;
@@ -382,7 +383,10 @@ struct StreamingDataset::Impl {
       if (o.mode == StreamingMode::kFull && ep->frontier.load() >= 0) {
         const int64_t f = ep->frontier.load();
         const uint32_t places = ep->seq.empty() ? static_cast<uint32_t>(ep->slots.size()) : static_cast<uint32_t>(ep->seq.size());
-        for (int64_t k = f; k <= f + static_cast<int64_t>(o.prefetch) && k < places; ++k) {
+        int64_t last = f + static_cast<int64_t>(o.prefetch);
+        if (!FirstWindowInLocked(*ep, places))
+          last = std::min<int64_t>(last, static_cast<int64_t>(o.shuffle_window) - 1);
+        for (int64_t k = f; k <= last && k < places; ++k) {
           Slot& s = *ep->slots[ep->seq.empty() ? k : ep->seq[k]];
           if (s.state.load() == kWaiting) {
             *job = Job{ep, &s, s.shard, true};
@@ -401,6 +405,18 @@ struct StreamingDataset::Impl {
       return true;
     }
     return false;
+  }
+
+  // Under mu: whether the shards of the epoch's first window (in reading
+  // order) are all fetched.  Until then the fetchers take no shard past it:
+  // the first batch needs every shard of that window, and a shard read
+  // later would take bandwidth from them (with 3 fetchers and a window of
+  // 2, the window came in after 3 shards' time instead of 2).
+  bool FirstWindowInLocked(Epoch& ep, uint32_t places) const {
+    if (ep.first_window_in) return true;
+    for (uint32_t k = 0; k < std::min<uint32_t>(places, o.shuffle_window); ++k)
+      if (ep.slots[ep.seq.empty() ? k : ep.seq[k]]->state.load() < kPinned) return false;
+    return ep.first_window_in = true;
   }
 
   void FetcherMain(std::unique_ptr<Store> store) {

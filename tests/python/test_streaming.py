@@ -284,17 +284,25 @@ def test_full_mode_without_a_cache_streams_everything_through_memory(server, www
 
 def test_full_mode_prefetches_as_soon_as_the_epochs_order_is_known(server, tmp_path):
     """The fetchers start on an epoch's first shards when the sampler orders
-    it (iter() of a loader), before any reader asks, and stop `prefetch`
-    shards ahead."""
-    ds = StreamingDataset(server.url, str(tmp_path / "cache"), max_bytes=0, mode="full", features=FEATURES,
-                          shuffle_window=2, prefetch=3)
+    it (iter() of a loader), before any reader asks: the first shuffle window
+    alone until it is in (the first batch needs all of it), then on to
+    `prefetch` shards ahead."""
+    ds = StreamingDataset(server.url + "/slow", str(tmp_path / "cache"), max_bytes=0, mode="full",
+                          features=FEATURES, shuffle_window=2, prefetch=3, fetchers=3)
     order = iter(ds.sampler(shuffle=True, seed=3))
     next(order)  # begins and orders epoch 0; nothing is read
+    most_at_first = 0  # shards in flight before the first window is in (0.13 s each at 400 KB/s)
     deadline = time.monotonic() + 30
     while ds.stats()["downloads"] < 4 and time.monotonic() < deadline:
-        time.sleep(0.01)
+        st = ds.stats()
+        if st["downloads"] + st["shards_in_flight"] <= 2:
+            most_at_first = max(most_at_first, st["shards_in_flight"])
+        else:
+            assert st["downloads"] >= 2, f"a third shard started before the first window was in: {st}"
+        time.sleep(0.002)
     time.sleep(0.3)
     st = ds.stats()
+    assert most_at_first == 2, most_at_first  # the window's two shards at once
     assert st["downloads"] == 4 and st["shards_in_flight"] == 0, st  # places 0..3 of the order, no further
     ds.close()
 
