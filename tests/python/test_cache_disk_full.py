@@ -22,7 +22,7 @@ import numpy as np
 from nginx import Nginx
 from stoker.cache import write_index
 from stoker.io import write_tfrecord
-from test_streaming import N_SHARDS, PER_SHARD, WIDTH, make_shards, shard_size
+from test_streaming import N_SHARDS, PER_SHARD, WIDTH, shard_size, www  # noqa: F401 (www: a fixture)
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 DISK_KB = 400  # about seven of the 20 shards (52 KiB each)
@@ -84,12 +84,7 @@ def run_on_small_disk(server_url, tmp_path, body, kb=DISK_KB, timeout=240):
 
 
 @pytest.fixture(scope="module")
-def www(tmp_path_factory):
-    return make_shards(str(tmp_path_factory.mktemp("www")))
-
-
-@pytest.fixture(scope="module")
-def server(www, tmp_path_factory):
+def server(www, tmp_path_factory):  # (www: test_streaming's fixture)
     n = Nginx(tmp_path_factory.mktemp("nginx"), www, slow_rate="2m").start()
     yield n
     n.stop()
