@@ -205,7 +205,7 @@ bool ShardCache::HasRoomFor(const ShardInfo& shard) const {
   return disk.ok() && disk.value() >= shard.size;
 }
 
-Status ShardCache::Reserve(const ShardInfo& shard) {
+Status ShardCache::Reserve(const ShardInfo& shard, bool may_evict) {
   if (shard.size > max_bytes_)
     return Status::ResourceExhausted("shard " + shard.name + " (" + std::to_string(shard.size) +
                                      " bytes) is larger than the cache's max_bytes (" + std::to_string(max_bytes_) +
@@ -221,6 +221,11 @@ Status ShardCache::Reserve(const ShardInfo& shard) {
       shard.size - std::min<uint64_t>(shard.size, stat((Path(shard.name) + ".part").c_str(), &own) == 0
                                                       ? static_cast<uint64_t>(own.st_size) : 0);
   auto fits = [&] { return used + shard.size <= max_bytes_ && disk >= need; };
+  if (!fits() && !may_evict)
+    return Status::ResourceExhausted("cache " + dir_ + " has no room for shard " + shard.name +
+                                     " without evicting (" + std::to_string(used) + " of max_bytes=" +
+                                     std::to_string(max_bytes_) + " bytes used, " + std::to_string(disk) +
+                                     " bytes of room on the disk)");
   if (!fits()) {
     // Least recently used first (atime, set when a shard is pinned and when
     // a reader is done with it), or oldest first (mtime: when it was written).
@@ -347,7 +352,7 @@ Result<ShardCache::Pin> ShardCache::PinCached(const ShardInfo& shard) {
   return p;
 }
 
-Result<ShardCache::Pin> ShardCache::Fetch(Store& store, const ShardInfo& shard) {
+Result<ShardCache::Pin> ShardCache::Fetch(Store& store, const ShardInfo& shard, bool may_evict) {
   if (!IsPlainShardName(shard.name)) return Status::InvalidArgument("shard name '" + shard.name + "' must be a plain file name");
   Result<Pin> hit = PinCached(shard);
   if (hit.ok()) {
@@ -361,7 +366,7 @@ Result<ShardCache::Pin> ShardCache::Fetch(Store& store, const ShardInfo& shard) 
     ++hits_;
     return hit;
   }
-  STOKER_RETURN_IF_ERROR(Reserve(shard));
+  STOKER_RETURN_IF_ERROR(Reserve(shard, may_evict));
   Pin pin;
   Status st = Download(store, shard, &pin);
   unlink((Path(shard.name) + ".reserve").c_str());

@@ -68,7 +68,9 @@ class ShardCache {
   };
 
   // The shard, downloaded from `store` first unless it is cached, pinned.
-  Result<Pin> Fetch(Store& store, const ShardInfo& shard);
+  // may_evict false: ResourceExhausted instead of evicting when the shard
+  // does not fit as things are (decided under the directory lock).
+  Result<Pin> Fetch(Store& store, const ShardInfo& shard, bool may_evict = true);
   // Pins a cached shard; NotFound-like InvalidArgument when it is not cached.
   Result<Pin> PinCached(const ShardInfo& shard);
   bool IsCached(const ShardInfo& shard) const;
@@ -114,7 +116,7 @@ class ShardCache {
   Result<uint64_t> DiskRoom(const Usage& u) const;
   // Under the directory lock: evicts until the shard fits max_bytes and the
   // disk (DiskRoom), if evicting can make it fit; reserves its bytes.
-  Status Reserve(const ShardInfo& shard);
+  Status Reserve(const ShardInfo& shard, bool may_evict);
   // Downloads, checks and renames into place; *pin holds it from before the rename.
   Status Download(Store& store, const ShardInfo& shard, Pin* pin);
   std::string dir_;

@@ -462,7 +462,8 @@ struct StreamingDataset::Impl {
       if (buf) {
         streamed_st = ReadIntoBuffer(*store, info, buf);
       } else {
-        pin = cache->Fetch(*store, info);
+        // (kFull never evicts: what the cache has no room for streams.)
+        pin = cache->Fetch(*store, info, /*may_evict=*/o.mode != StreamingMode::kFull);
       }
       l.lock();
       if (buf) {
@@ -498,6 +499,8 @@ struct StreamingDataset::Impl {
         job.slot->state = kWaiting;
         cv.notify_all();  // its readers see it waiting again (and ask for it)
       }
+      if (err.code() == Status::Code::kResourceExhausted && o.mode == StreamingMode::kFull && job.slot && !buf)
+        continue;  // the room went to another download meanwhile (or the disk filled): through memory, at once
       if (err.code() == Status::Code::kResourceExhausted) {
         // Full of shards in use, or a disk full of other files: wait for a
         // release (or another process's, or free space); stats() says why.

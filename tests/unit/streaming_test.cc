@@ -136,7 +136,12 @@ TEST(ShardCache, EvictsNothingWhenEvictingCannotMakeRoom) {
   EXPECT_NE(c.status().message().find("is full"), std::string::npos) << c.status().ToString();
   EXPECT_TRUE(cache.value()->IsCached(ShardInfo{"b.tar", 4000}));
   EXPECT_EQ(cache.value()->evictions(), 0u);
-  a = ShardCache::Pin();  // a is free: now both go, and c fits
+  a = ShardCache::Pin();  // a is free: evicting both makes room...
+  c = cache.value()->Fetch(*store.value(), ShardInfo{"c.tar", 7000}, /*may_evict=*/false);
+  ASSERT_FALSE(c.ok());  // ...but not for a fetch that may not evict (full mode's)
+  EXPECT_NE(c.status().message().find("no room for shard c.tar without evicting"), std::string::npos)
+      << c.status().ToString();
+  EXPECT_EQ(cache.value()->evictions(), 0u);
   c = cache.value()->Fetch(*store.value(), ShardInfo{"c.tar", 7000});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(cache.value()->evictions(), 2u);
