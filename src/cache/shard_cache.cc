@@ -91,7 +91,9 @@ Result<std::unique_ptr<ShardCache>> ShardCache::Open(const std::string& dir, uin
   // (A cache has its index directory, or its lock file from before there was one.)
   if (stat(idx.c_str(), &st) != 0 && stat((dir + "/.stoker-cache.lock").c_str(), &st) != 0) {
     // Not a cache yet: is everything in it ours to evict?
-    std::set<std::string> known{".", ".."};
+    // (The cache's own names too: another process may be making it a cache
+    // right now, e.g. another rank opening the same directory.)
+    std::set<std::string> known{".", "..", kIndexDir, ".stoker-cache.lock"};
     for (const ShardInfo& s : shards)
       for (const char* suffix : {"", ".part", ".lock", ".reserve"}) known.insert(s.name + suffix);
     std::string other;

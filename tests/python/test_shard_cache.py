@@ -138,3 +138,31 @@ def test_index_errors_name_the_line():
         parse_shard_index("../x 5\n", "idx")
     with pytest.raises(ValueError, match="crc32c 'zz' is not 8 hex digits"):
         parse_shard_index("a 1 zz\n", "idx")
+
+
+def _open_in_step(root, n, barrier, out):
+    failures = []
+    for i in range(n):
+        barrier.wait()
+        try:
+            ShardCache(os.path.join(root, f"c{i}"), 1 << 20)
+        except Exception as e:  # noqa: BLE001 (reported to the test)
+            failures.append(str(e))
+    out.put(failures)
+
+
+def test_processes_opening_one_new_cache_directory_at_once_all_succeed(tmp_path):
+    """The ranks of a node open one new cache directory at the same moment:
+    what another process is creating there (.stoker-index) is no foreign file.
+    (Three processes, 500 new directories, opened in lockstep; about one open
+    in a hundred was refused before.)"""
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    barrier, out = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_open_in_step, args=(str(tmp_path), 500, barrier, out)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    failures = [f for _ in procs for f in out.get(timeout=120)]
+    for p in procs:
+        p.join(timeout=30)
+    assert failures == [], failures[:3]
