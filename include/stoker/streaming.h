@@ -68,9 +68,9 @@ struct StreamingOptions {
   uint32_t fetchers = 2;                // download threads (each with its own connection)
   uint32_t prefetch = 4;                // kFull: shards fetched ahead of the readers
   uint32_t stream_buffers = 0;          // kFull: memory buffers for shards the cache has no room for
-                                        // (0: 2 * (shuffle_window + fetchers) within a quarter of the
-                                        // memory limit); over half the limit is an error at Open
-                                        // (each as large as the largest shard); 0: 2 * (shuffle_window + fetchers)
+                                        // (each as large as the largest shard); 0: 2 * (shuffle_window +
+                                        // fetchers) within a quarter of the memory limit, at least
+                                        // shuffle_window + 1; over half the limit is an error at Open
   uint32_t shuffle_window = 4;          // shards whose samples are shuffled together
   uint32_t min_shards = 1;              // kGrowing: an epoch waits for this many cached shards
   uint64_t fetch_seed = 0;              // kGrowing: the order the fetchers take the remote shards in

@@ -35,11 +35,11 @@
 #include "core/mix.h"
 #include "core/time_slice.h"
 #include "core/unique_fd.h"
-#include "proc/proc_memory.h"
 #include "io/crc32c.h"
 #include "io/file_reader.h"
 #include "io/tar_shard_dataset.h"
 #include "io/tfrecord_dataset.h"
+#include "proc/proc_memory.h"
 
 namespace stoker {
 
