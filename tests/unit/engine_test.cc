@@ -312,8 +312,8 @@ TEST(Scheduler, InOrderDeliveryDespiteSlowWorker) {
 // slow worker: every batch arrives once, in order, intact, and the arena
 // never grows past max_memory (batches are handed back when there is no
 // room, and ready batches move out of the pool for the one the loop awaits).
-TEST(Scheduler, TightBudgetWithVaryingSizesNeverExceedsIt) {
-  Watchdog dog(std::chrono::seconds(120), "TightBudgetWithVaryingSizes");
+// Runs the scenario once; its engine's stats.
+EngineStats RunTightBudgetWithVaryingSizes() {
   const uint64_t kMax = 1536 * 1024;
   auto e = MakeEngine(2, kMax);
   pid_t p0 = ForkWorker(e, 0, 0, 3000), p1 = ForkWorker(e, 1, 0);
@@ -324,9 +324,10 @@ TEST(Scheduler, TightBudgetWithVaryingSizesNeverExceedsIt) {
   for (;;) {
     Outcome o;
     Status st = s.Next(30'000'000'000, &o);
-    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    if (!st.ok()) break;
     if (o.kind == Outcome::Kind::kEnd) break;
-    ASSERT_EQ(o.kind, Outcome::Kind::kBatch);
+    EXPECT_EQ(o.kind, Outcome::Kind::kBatch);
     const uint8_t* p;
     uint64_t used, cap;
     if (o.spilled) {
@@ -344,18 +345,28 @@ TEST(Scheduler, TightBudgetWithVaryingSizesNeverExceedsIt) {
       e->MarkHeld(o.slot);
       e->Release(o.slot);
     }
-    ASSERT_LE(e->arena().ResidentBytes(), kMax);
+    EXPECT_LE(e->arena().ResidentBytes(), kMax);
   }
-  ASSERT_EQ(seen.size(), 300u);
-  for (uint64_t i = 0; i < 300; ++i) ASSERT_EQ(seen[i], i);
+  EXPECT_EQ(seen.size(), 300u);
+  for (uint64_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i);
   EXPECT_EQ(src.dropped, 300);
   EngineStats st = e->Stats();
-  EXPECT_GT(st.cancelled, 0u) << "the test should exercise handing tasks back";
-  EXPECT_GT(st.spills, 0u) << "... and moving ready batches out for the in-order one";
   std::printf("cancelled=%llu spills=%llu need_space=%llu\n", (unsigned long long)st.cancelled,
               (unsigned long long)st.spills, (unsigned long long)st.need_space_events);
   s.Clear();
   Reap(e, {p0, p1});
+  return st;
+}
+
+TEST(Scheduler, TightBudgetWithVaryingSizesNeverExceedsIt) {
+  Watchdog dog(std::chrono::seconds(120), "TightBudgetWithVaryingSizes");
+  // Whether a ready batch has to move out of the pool depends on timing (one
+  // run in fifteen had none with a build running beside it): every run is
+  // checked in full, and up to three are run until one did.
+  EngineStats st = RunTightBudgetWithVaryingSizes();
+  for (int again = 0; again < 2 && st.spills == 0 && !HasFailure(); ++again) st = RunTightBudgetWithVaryingSizes();
+  EXPECT_GT(st.cancelled, 0u) << "the test should exercise handing tasks back";
+  EXPECT_GT(st.spills, 0u) << "... and moving ready batches out for the in-order one";
 }
 
 }  // namespace
