@@ -201,6 +201,7 @@ Result<uint64_t> ShardCache::DiskRoom(const Usage& u) const {
 }
 
 bool ShardCache::HasRoomFor(const ShardInfo& shard) const {
+  if (shard.size > max_bytes_) return false;  // (max_bytes=0: every shard, without a scan)
   Result<Usage> u = Scan();
   if (!u.ok() || u.value().used + shard.size > max_bytes_) return false;
   Result<uint64_t> disk = DiskRoom(u.value());
