@@ -573,7 +573,8 @@ def test_two_ranks_of_a_torchrun_job_read_the_same_growing_epochs(server, tmp_pa
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1",
+           "TMPDIR": str(tmp_path)}  # torchrun leaves a log directory in TMPDIR
     r = subprocess.run([torchrun, "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={port}",
                         os.path.join(os.path.dirname(__file__), "ddp_stream.py"), "--url", server.url + "/slow",
                         "--cache", str(tmp_path / "shared"), "--out", str(tmp_path)],

@@ -20,11 +20,20 @@ TORCHRUN = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executab
 
 
 def launch(workdir, *args, port):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
+    env = torchrun_env(workdir)
     cmd = [TORCHRUN, "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={port}",
            os.path.join(HERE, "ddp_train.py"), "--dir", str(workdir), *args]
     # Its own session: the kill takes down torchrun, both ranks and their workers.
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, start_new_session=True)
+
+
+def torchrun_env(workdir):
+    """The environment for torchrun: this test's modules, one thread per rank,
+    and temporary files in `workdir` (torchrun makes a log directory in
+    TMPDIR for every run and leaves it there)."""
+    tmp = os.path.join(str(workdir), "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1", "TMPDIR": tmp}
 
 
 def samples(workdir, rank, resumed=False):
