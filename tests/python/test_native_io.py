@@ -75,6 +75,32 @@ def test_native_readers_batch_into_private_memory_within_max_memory(tmp_path):
         assert not any(int(line.split("-")[0], 16) == base for line in f), "the pool is unmapped with its loader"
 
 
+def test_a_native_batch_is_readable_in_a_forked_child(files):
+    # The pool is private memory: a fork shares it copy-on-write, so a child
+    # given a batch tensor (multiprocessing with fork) reads the same values,
+    # while the parent's readers go on writing the next batches.
+    a, _ = files
+    it = iter(stoker.DataLoader(datasets(files)[1], batch_size=8, num_workers=2))
+    first = next(it)
+    want = float(first.double().sum())
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the sum of the inherited batch, or its error
+        try:
+            os.close(r)
+            os.write(w, repr(float(first.double().sum())).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    rest = [b.clone() for b in it]  # the parent's readers write while the child reads
+    with os.fdopen(r) as f:
+        got = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"the child ended with status {status}"
+    assert got and float(got) == want
+    assert torch.equal(torch.cat([first] + rest), torch.from_numpy(a))
+
+
 def test_a_python_collate_moves_the_work_to_processes(files):
     ds = datasets(files)[0]
     it = iter(stoker.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=lambda s: torch.tensor(np.stack(s))))
