@@ -143,6 +143,7 @@ Result<ShardCache::Usage> ShardCache::Scan() const {
   Usage u;
   std::vector<std::pair<std::string, uint64_t>> parts;
   std::map<std::string, uint64_t> reserved;
+  std::map<std::string, uint64_t> complete;  // shards: a reservation whose shard is in, and no part, is done
   while (dirent* e = readdir(d)) {
     const std::string n = e->d_name;
     if (n[0] == '.' || EndsWith(n, ".lock")) continue;
@@ -166,17 +167,30 @@ Result<ShardCache::Usage> ShardCache::Scan() const {
       reserved[base] = bytes;
     } else {
       u.used += static_cast<uint64_t>(st.st_size);
+      complete[n] = static_cast<uint64_t>(st.st_size);
     }
   }
   closedir(d);
   // A part being downloaded is inside its reservation (the rest of which is
   // still to be written); one a dead process left counts for its size.
+  std::set<std::string> with_part;
   for (const auto& [base, bytes] : parts) {
+    with_part.insert(base);
     auto r = reserved.find(base);
     if (r == reserved.end()) {
       u.used += bytes;
     } else {
       r->second -= std::min(r->second, bytes);
+    }
+  }
+  // A download between renaming its part and removing its reservation: the
+  // shard counted above, its reservation not again.  (A file of another size
+  // under the name is what the download replaces: the reservation counts.)
+  for (auto& [base, left] : reserved) {
+    auto c = complete.find(base);
+    if (!with_part.count(base) && c != complete.end() && c->second == left) {
+      u.used -= std::min(u.used, left);
+      left = 0;
     }
   }
   for (const auto& [base, left] : reserved) u.unwritten += left;

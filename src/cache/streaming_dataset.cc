@@ -47,6 +47,11 @@ namespace {
 
 enum SlotState : int { kWaiting, kFetching, kPinned, kOpen, kReleased, kFailed };
 
+// The longest a fetcher waits before it looks again for room in a cache full
+// of shards in use (another process sharing the directory may have released
+// some; this process's own releases wake it at once).
+constexpr double kFullWaitMaxS = 5.0;
+
 // kFull: a shard the cache has no room for lives in one of these from its
 // download until the readers are done with it.  Anonymous memory in huge
 // pages where the kernel has them, reused from shard to shard: no page is
@@ -144,6 +149,7 @@ struct StreamingDataset::Impl {
   bool use_pending = false;
   bool stop = false;
   uint64_t interrupts = 0;
+  uint64_t releases = 0;  // shards this process stopped using (ReleaseLocked)
   std::vector<std::thread> threads;
 
   std::vector<std::unique_ptr<StreamBuffer>> buffers;  // kFull (under mu)
@@ -251,6 +257,7 @@ struct StreamingDataset::Impl {
       s.mem = nullptr;
     }
     s.state = kReleased;
+    ++releases;  // (a shard the cache may evict now: fetchers waiting for room look again)
     cv.notify_all();
   }
 
@@ -424,7 +431,7 @@ struct StreamingDataset::Impl {
     // slices, so as not to wait behind the readers (core/time_slice.h).
     RequestTimeSlice(kFetcherTimeSliceNs);
     std::unique_lock<std::mutex> l(mu);
-    double backoff = 0;
+    double backoff = 0, full_wait = 0;
     while (!stop) {
       Job job;
       if (!NextJob(&job)) {
@@ -482,7 +489,7 @@ struct StreamingDataset::Impl {
       }
       if (pin.ok()) {
         consecutive_failures = 0;
-        backoff = 0;
+        backoff = full_wait = 0;
         if (job.slot) {
           seen[job.shard] = true;
           job.slot->pin = std::move(pin).value();
@@ -502,10 +509,16 @@ struct StreamingDataset::Impl {
       if (err.code() == Status::Code::kResourceExhausted && o.mode == StreamingMode::kFull && job.slot && !buf)
         continue;  // the room went to another download meanwhile (or the disk filled): through memory, at once
       if (err.code() == Status::Code::kResourceExhausted) {
-        // Full of shards in use, or a disk full of other files: wait for a
-        // release (or another process's, or free space); stats() says why.
+        // Full of shards in use, or a disk full of other files; stats() says
+        // why.  Each look is a scan of the directory (a stat, and for each
+        // shard a lock attempt: a large cache at an epoch's start, every
+        // shard in use, took a core polling every 200 ms), so: at once after
+        // a release here, and for another process's release or freed disk
+        // space after a wait that doubles from 0.2 s to kFullWaitMaxS.
         last_error = err.message();
-        cv.wait_for(l, std::chrono::milliseconds(200));
+        full_wait = std::min(kFullWaitMaxS, full_wait ? 2 * full_wait : 0.2);
+        const uint64_t seen_releases = releases;
+        cv.wait_for(l, std::chrono::duration<double>(full_wait), [&] { return stop || releases != seen_releases; });
         continue;
       }
       ++fetch_errors;

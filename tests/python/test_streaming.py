@@ -162,6 +162,54 @@ def test_growing_mode_turns_over_within_max_bytes_never_evicting_a_shard_in_use(
     ds.close()
 
 
+def test_a_cache_full_of_shards_in_use_waits_without_burning_a_core(tmp_path):
+    # A growing cache at an epoch's start: every cached shard is the epoch's,
+    # in use, and nothing can be evicted until the readers are done with some.
+    # Each look for room scans the directory (a stat and a lock attempt per
+    # shard): the fetchers looked every 200 ms and kept a core busy with 2,000
+    # shards.  Now they wait for a release (at once) or look again after a
+    # wait that doubles up to 5 s.
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    remote.mkdir()
+    local.mkdir()
+    write_tfrecord(str(remote / "shard-000000.tfrecord"),
+                   [{"x": np.full(WIDTH, i, np.float32), "y": np.int64(i)} for i in range(2)])
+    data = (remote / "shard-000000.tfrecord").read_bytes()
+    cached, total = 2000, 2100
+    for k in range(1, total):
+        (remote / f"shard-{k:06d}.tfrecord").write_bytes(data)
+    write_index(str(remote))
+    for k in range(cached):
+        (local / f"shard-{k:06d}.tfrecord").write_bytes(data)
+    ds = StreamingDataset(str(remote), str(local), max_bytes=cached * len(data), features=FEATURES, fetchers=2)
+    try:
+        # (at open, before the first epoch takes its shards, a fetcher may
+        # evict one to download another: the cache is full and none is in use)
+        assert ds.stats()["epoch_shards"] >= cached - 2
+        deadline = time.monotonic() + 60
+        while "is full" not in ds.stats()["last_fetch_error"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "is full" in ds.stats()["last_fetch_error"], ds.stats()
+        time.sleep(1)
+        downloads = ds.stats()["downloads"]
+        cpu0, t0 = time.process_time(), time.monotonic()
+        time.sleep(5)
+        busy = (time.process_time() - cpu0) / (time.monotonic() - t0)
+        assert busy < 0.07, f"the fetchers used {busy:.0%} of a core waiting for room"  # (before: 0.14; now 0.01-0.02)
+        assert ds.stats()["downloads"] == downloads
+        # The readers release the shards they are done with: the fetchers
+        # evict those and download at once, within max_bytes.
+        assert len(epoch_ys(stoker.DataLoader(ds, batch_size=100, num_workers=2))) == 2 * ds.stats()["epoch_shards"]
+        deadline = time.monotonic() + 60
+        while ds.stats()["downloads"] < total - cached and time.monotonic() < deadline:
+            time.sleep(0.05)
+        st = ds.stats()
+        assert st["downloads"] >= total - cached and st["evictions"] > 0, st
+        assert st["used_bytes"] <= cached * len(data), st
+    finally:
+        ds.close()
+
+
 def test_lru_eviction_option(server, www, tmp_path):
     ds = StreamingDataset(server.url, str(tmp_path / "c"), max_bytes=4 * shard_size(www), features=FEATURES,
                           eviction="lru", min_shards=4)

@@ -3,6 +3,7 @@
 // store) through stoker::Loader in both modes, with ranks.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,6 +113,29 @@ TEST(ShardCache, PartsLeftByTheDeadCountAndAreEvictedFirst) {
   ASSERT_TRUE(pin.ok()) << pin.status().ToString();
   EXPECT_FALSE(fs::exists(dir + "/old.tar.part"));
   EXPECT_EQ(cache.value()->UsedBytes().value(), 5000u);
+  fs::remove_all(dir);
+}
+
+TEST(ShardCache, CountsADownloadOnceBetweenItsRenameAndItsReservationsRemoval) {
+  // A live download (its lock held) that has renamed its part to the shard
+  // and not yet removed its reservation: the shard counts once, not twice.
+  const std::string dir = ::testing::TempDir() + "reserved_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  auto cache = ShardCache::Open(dir, 100000, EvictionOrder::kOldest);
+  ASSERT_TRUE(cache.ok());
+  const int lock = open((dir + "/a.tar.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(flock(lock, LOCK_EX), 0);  // the downloader lives
+  std::ofstream(dir + "/a.tar.reserve") << "5000";
+  EXPECT_EQ(cache.value()->UsedBytes().value(), 5000u);  // reserved, nothing written
+  std::ofstream(dir + "/a.tar.part") << std::string(2000, 'x');
+  EXPECT_EQ(cache.value()->UsedBytes().value(), 5000u);  // the part is inside its reservation
+  fs::rename(dir + "/a.tar.part", dir + "/a.tar");
+  fs::resize_file(dir + "/a.tar", 5000);
+  EXPECT_EQ(cache.value()->UsedBytes().value(), 5000u);  // renamed: once
+  fs::resize_file(dir + "/a.tar", 3000);  // a file of another size: what the download replaces
+  EXPECT_EQ(cache.value()->UsedBytes().value(), 8000u);
+  close(lock);
   fs::remove_all(dir);
 }
 
