@@ -1,5 +1,7 @@
 #include "cache/shard_cache.h"
 
+#include "cache/lock_fd.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -34,8 +36,8 @@ int Flock(int fd, int op) {
   return r;
 }
 
-Result<UniqueFd> LockFile(const std::string& path, int op) {
-  UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+Result<LockFd> LockFile(const std::string& path, int op) {
+  LockFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!fd.valid()) return Status::IOError("open " + path, errno);
   if (Flock(fd.get(), op) != 0) return Status::IOError("flock " + path, errno);
   return fd;
@@ -74,7 +76,7 @@ namespace {
 // Whether the process downloading shard `base` is alive: it holds the
 // shard's lock file.  (One that died left its lock free.)
 bool DownloaderAlive(const std::string& lock_path) {
-  UniqueFd lfd(open(lock_path.c_str(), O_RDONLY | O_CLOEXEC));
+  LockFd lfd(open(lock_path.c_str(), O_RDONLY | O_CLOEXEC));
   return lfd.valid() && Flock(lfd.get(), LOCK_EX | LOCK_NB) != 0;
 }
 
@@ -116,18 +118,43 @@ Result<std::unique_ptr<ShardCache>> ShardCache::Open(const std::string& dir, uin
   return c;
 }
 
+namespace {
+
+// The shard a record index file belongs to (<name>.<hash>.stoker-index), or
+// false for anything else.
+bool IndexedShard(const std::string& file, std::string* shard) {
+  constexpr size_t kSuffix = std::char_traits<char>::length(".stoker-index");
+  if (file[0] == '.' || file.size() <= kSuffix + 1) return false;
+  const size_t cut = file.rfind('.', file.size() - kSuffix - 1);
+  if (cut == std::string::npos) return false;
+  *shard = file.substr(0, cut);
+  return true;
+}
+
+}  // namespace
+
 void ShardCache::SweepIndexes() const {
   const std::string idx = index_dir();
   DIR* d = opendir(idx.c_str());
   if (!d) return;
-  constexpr size_t kSuffix = std::char_traits<char>::length(".stoker-index");
+  std::string shard;
   while (dirent* e = readdir(d)) {
     const std::string n = e->d_name;
-    if (n[0] == '.' || n.size() <= kSuffix + 1) continue;
-    const size_t cut = n.rfind('.', n.size() - kSuffix - 1);  // <name>.<hash>.stoker-index
-    if (cut == std::string::npos) continue;
+    if (!IndexedShard(n, &shard)) continue;
     struct stat st {};
-    if (stat(Path(n.substr(0, cut)).c_str(), &st) != 0 && errno == ENOENT) unlink((idx + "/" + n).c_str());
+    if (stat(Path(shard).c_str(), &st) != 0 && errno == ENOENT) unlink((idx + "/" + n).c_str());
+  }
+  closedir(d);
+}
+
+void ShardCache::DropIndexes(const std::set<std::string>& evicted) const {
+  const std::string idx = index_dir();
+  DIR* d = opendir(idx.c_str());
+  if (!d) return;
+  std::string shard;
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (IndexedShard(n, &shard) && evicted.count(shard)) unlink((idx + "/" + n).c_str());
   }
   closedir(d);
 }
@@ -137,7 +164,7 @@ bool ShardCache::IsCached(const ShardInfo& shard) const {
   return stat(Path(shard.name).c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == shard.size;
 }
 
-Result<ShardCache::Usage> ShardCache::Scan() const {
+Result<ShardCache::Usage> ShardCache::Scan(Candidates* candidates, const std::string& own) const {
   DIR* d = opendir(dir_.c_str());
   if (!d) return Status::IOError("opendir " + dir_, errno);
   Usage u;
@@ -151,6 +178,9 @@ Result<ShardCache::Usage> ShardCache::Scan() const {
     if (stat(Path(n).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // evicted meanwhile
     if (EndsWith(n, ".part")) {
       parts.emplace_back(n.substr(0, n.size() - 5), static_cast<uint64_t>(st.st_size));
+      // A dead process's part goes first.
+      if (candidates && n != own + ".part" && !DownloaderAlive(Path(parts.back().first) + ".lock"))
+        candidates->emplace_back(0, n);
     } else if (EndsWith(n, ".reserve")) {
       // A reservation counts while its downloader lives (holds the shard's
       // lock); one left by a crashed process is dropped.
@@ -168,6 +198,12 @@ Result<ShardCache::Usage> ShardCache::Scan() const {
     } else {
       u.used += static_cast<uint64_t>(st.st_size);
       complete[n] = static_cast<uint64_t>(st.st_size);
+      if (candidates && IsPlainShardName(n)) {
+        // Least recently used first (atime, set when a shard is pinned and
+        // when a reader is done with it), or oldest first (mtime: written).
+        const timespec t = order_ == EvictionOrder::kOldest ? st.st_mtim : st.st_atim;
+        candidates->emplace_back(t.tv_sec * 1000000000LL + t.tv_nsec, n);
+      }
     }
   }
   closedir(d);
@@ -197,9 +233,20 @@ Result<ShardCache::Usage> ShardCache::Scan() const {
   return u;
 }
 
+Result<LockFd> ShardCache::LockDirectory(int op) const { return LockFile(Path(".stoker-cache.lock"), op); }
+
 Result<uint64_t> ShardCache::UsedBytes() const {
+  STOKER_ASSIGN_OR_RETURN(LockFd dirlock, LockDirectory(LOCK_SH));
   STOKER_ASSIGN_OR_RETURN(Usage u, Scan());
   return u.used;
+}
+
+Result<std::vector<uint32_t>> ShardCache::CachedAmong(const std::vector<ShardInfo>& shards) const {
+  STOKER_ASSIGN_OR_RETURN(LockFd dirlock, LockDirectory(LOCK_SH));
+  std::vector<uint32_t> out;
+  for (uint32_t i = 0; i < shards.size(); ++i)
+    if (IsCached(shards[i])) out.push_back(i);
+  return out;
 }
 
 uint64_t ShardCache::KeepFree(uint64_t file_system_bytes) {
@@ -227,8 +274,9 @@ Status ShardCache::Reserve(const ShardInfo& shard, bool may_evict) {
     return Status::ResourceExhausted("shard " + shard.name + " (" + std::to_string(shard.size) +
                                      " bytes) is larger than the cache's max_bytes (" + std::to_string(max_bytes_) +
                                      ")");
-  STOKER_ASSIGN_OR_RETURN(UniqueFd dirlock, LockFile(dir_ + "/.stoker-cache.lock", LOCK_EX));
-  STOKER_ASSIGN_OR_RETURN(Usage usage, Scan());
+  STOKER_ASSIGN_OR_RETURN(LockFd dirlock, LockDirectory(LOCK_EX));
+  Candidates cand;
+  STOKER_ASSIGN_OR_RETURN(Usage usage, Scan(&cand, shard.name));
   uint64_t used = usage.used;
   STOKER_ASSIGN_OR_RETURN(uint64_t disk, DiskRoom(usage));
   // What this download still has to write (a part left by an earlier
@@ -244,31 +292,14 @@ Status ShardCache::Reserve(const ShardInfo& shard, bool may_evict) {
                                      std::to_string(max_bytes_) + " bytes used, " + std::to_string(disk) +
                                      " bytes of room on the disk)");
   if (!fits()) {
-    // Least recently used first (atime, set when a shard is pinned and when
-    // a reader is done with it), or oldest first (mtime: when it was written).
-    std::vector<std::pair<int64_t, std::string>> cand;
-    DIR* d = opendir(dir_.c_str());
-    if (!d) return Status::IOError("opendir " + dir_, errno);
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      const bool part = EndsWith(n, ".part") && n != shard.name + ".part";
-      if (!IsPlainShardName(n) && !part) continue;
-      struct stat st {};
-      if (stat(Path(n).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      if (part && DownloaderAlive(Path(n.substr(0, n.size() - 5)) + ".lock")) continue;
-      // A dead process's part goes first; then by last use or by age.
-      const timespec t = part ? timespec{0, 0} : order_ == EvictionOrder::kOldest ? st.st_mtim : st.st_atim;
-      cand.emplace_back(t.tv_sec * 1000000000LL + t.tv_nsec, n);
-    }
-    closedir(d);
-    std::sort(cand.begin(), cand.end());
+    std::sort(cand.begin(), cand.end());  // (the scan's candidates: dead parts, then by last use or age)
     // Pick the victims (locked: no reader pins them meanwhile) and evict
     // them only if that makes room: a disk full of other files must not
     // empty the cache for nothing.
-    std::vector<std::pair<std::string, UniqueFd>> victims;
+    std::vector<std::pair<std::string, LockFd>> victims;
     for (const auto& [atime, n] : cand) {
       if (fits()) break;
-      UniqueFd fd(open(Path(n).c_str(), O_RDONLY | O_CLOEXEC));
+      LockFd fd(open(Path(n).c_str(), O_RDONLY | O_CLOEXEC));
       if (!fd.valid()) continue;
       if (Flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // pinned by a reader: never evicted
       struct stat st {};
@@ -287,14 +318,14 @@ Status ShardCache::Reserve(const ShardInfo& shard, bool may_evict) {
           "min(1 GiB, 5% of it) free for everything else), counting every cached shard not in use as evicted, "
           "and shard " + shard.name + " needs " + std::to_string(need) + ". max_bytes=" + std::to_string(max_bytes_) +
           " is more than that disk holds now: free space there or lower max_bytes");
-    bool evicted = false;
+    std::set<std::string> evicted;
     for (const auto& [n, fd] : victims)
       if (unlink(Path(n).c_str()) == 0 && !EndsWith(n, ".part")) {
         ++evictions_;
-        evicted = true;
+        evicted.insert(n);
       }
     victims.clear();  // (closed: their space is free)
-    if (evicted) SweepIndexes();
+    if (!evicted.empty()) DropIndexes(evicted);
   }
   const std::string reserve = Path(shard.name) + ".reserve";
   UniqueFd fd(open(reserve.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -307,7 +338,7 @@ Status ShardCache::Reserve(const ShardInfo& shard, bool may_evict) {
 Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
   const std::string path = Path(shard.name), part = path + ".part";
   for (int attempt = 0; attempt < 2; ++attempt) {
-    UniqueFd fd(open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    LockFd fd(open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));  // (pinned before its rename)
     if (!fd.valid()) return Status::IOError("create " + part, errno);
     struct stat st {};
     if (fstat(fd.get(), &st) != 0) return Status::IOError("fstat " + part, errno);
@@ -338,7 +369,15 @@ Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
     // Pinned before it gets its name, so no evictor can take it between the
     // rename and the caller's first read (the lock belongs to the inode).
     if (Flock(fd.get(), LOCK_SH) != 0) return Status::IOError("flock " + part, errno);
-    if (rename(part.c_str(), path.c_str()) != 0) return Status::IOError("rename " + part, errno);
+    {
+      // Renamed and its reservation dropped under the directory lock: a
+      // look at the directory (Reserve, UsedBytes) sees the download before
+      // or after, never half (a listing that missed both names would count
+      // one shard too few, and the cache would end one over max_bytes).
+      STOKER_ASSIGN_OR_RETURN(LockFd dirlock, LockDirectory(LOCK_EX));
+      if (rename(part.c_str(), path.c_str()) != 0) return Status::IOError("rename " + part, errno);
+      unlink((path + ".reserve").c_str());
+    }
     UniqueFd d(open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (d.valid()) fsync(d.get());
     ++downloads_;
@@ -360,6 +399,7 @@ Result<ShardCache::Pin> ShardCache::PinCached(const ShardInfo& shard) {
   Pin p;
   p.path_ = Path(shard.name);
   p.fd_.reset(open(p.path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!p.fd_.valid() && errno != ENOENT) return Status::IOError("open " + p.path_, errno);  // (EMFILE, EACCES, ...)
   if (!p.fd_.valid()) return Status::InvalidArgument("shard " + shard.name + " is not in the cache " + dir_);
   if (Flock(p.fd_.get(), LOCK_SH) != 0) return Status::IOError("flock " + p.path_, errno);
   struct stat st {};
@@ -377,7 +417,7 @@ Result<ShardCache::Pin> ShardCache::Fetch(Store& store, const ShardInfo& shard, 
     return hit;
   }
   // One downloader per shard, across processes: the others wait here.
-  STOKER_ASSIGN_OR_RETURN(UniqueFd lock, LockFile(Path(shard.name) + ".lock", LOCK_EX));
+  STOKER_ASSIGN_OR_RETURN(LockFd lock, LockFile(Path(shard.name) + ".lock", LOCK_EX));
   hit = PinCached(shard);
   if (hit.ok()) {  // someone else downloaded it meanwhile
     ++hits_;

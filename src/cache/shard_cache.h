@@ -22,9 +22,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "cache/lock_fd.h"
 #include "core/unique_fd.h"
 #include "stoker/shard_index.h"
 #include "stoker/store.h"
@@ -62,7 +64,7 @@ class ShardCache {
 
    private:
     friend class ShardCache;
-    UniqueFd fd_;
+    LockFd fd_;  // (shared flock: pinned)
     std::string path_;
     bool downloaded_ = false;
   };
@@ -76,8 +78,13 @@ class ShardCache {
   bool IsCached(const ShardInfo& shard) const;
   // Marks the pinned shard as used now (least-recently-used eviction).
   static void MarkUsed(const Pin& pin);
-  // Bytes of complete shards plus reservations of downloads in progress.
+  // Bytes of complete shards plus reservations of downloads in progress,
+  // at one moment (under the directory lock, shared: no eviction, no
+  // download renamed into place meanwhile).
   Result<uint64_t> UsedBytes() const;
+  // Which of `shards` (their positions) are complete in the cache, at one
+  // moment as UsedBytes.
+  Result<std::vector<uint32_t>> CachedAmong(const std::vector<ShardInfo>& shards) const;
   // Whether `shard` could be downloaded now without evicting anything: it
   // fits max_bytes and the file system under the directory has room for it
   // (DiskRoom).
@@ -93,6 +100,9 @@ class ShardCache {
   std::string index_dir() const { return Path(kIndexDir); }
   // Removes the record indexes of shards no longer in the directory.
   void SweepIndexes() const;
+  // Removes the record indexes of the `evicted` shards (a listing of the
+  // index directory, no stat per file).
+  void DropIndexes(const std::set<std::string>& evicted) const;
 
   const std::string& dir() const { return dir_; }
   uint64_t max_bytes() const { return max_bytes_; }
@@ -105,12 +115,21 @@ class ShardCache {
   ShardCache(std::string dir, uint64_t max_bytes, EvictionOrder order)
       : dir_(std::move(dir)), max_bytes_(max_bytes), order_(order) {}
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  // The directory lock (.stoker-cache.lock): exclusive to evict, reserve
+  // and rename a download into place; shared to look (UsedBytes).
+  Result<LockFd> LockDirectory(int op) const;
   // The directory by UsedBytes's rules; `unwritten`: bytes that live
   // downloads have reserved and not written yet (still free on the disk).
   struct Usage {
     uint64_t used = 0, unwritten = 0;
   };
-  Result<Usage> Scan() const;
+  // Files eviction may take, with the time that orders them: complete
+  // shards (by mtime for oldest first, atime for least recently used) and
+  // the parts of dead downloaders (0: first).
+  using Candidates = std::vector<std::pair<int64_t, std::string>>;
+  // One pass over the directory (a stat per file): its usage, and with
+  // `candidates` the files eviction may take, but not `own`'s part.
+  Result<Usage> Scan(Candidates* candidates = nullptr, const std::string& own = "") const;
   // Bytes the file system can take for new shards: its free space less
   // `unwritten` and KeepFree.
   Result<uint64_t> DiskRoom(const Usage& u) const;

@@ -219,7 +219,13 @@ struct StreamingDataset::Impl {
     } else {
       // Mapped (TFRecord) or read with pread (tar), as the native datasets do.
       const IoMode io = o.format == ShardFormat::kTFRecord ? TFRecordOptions{}.io : TarShardOptions{}.io;
-      Result<FileReader> f = FileReader::Open(s.pin.path(), {io, true});
+      Status pinned;
+      if (!s.pin.valid()) {  // a later epoch took its pin (TakePin): pinned again for this read
+        Result<ShardCache::Pin> p = cache->PinCached(shards[s.shard]);
+        if (p.ok()) s.pin = std::move(p).value();
+        else pinned = p.status();
+      }
+      Result<FileReader> f = pinned.ok() ? FileReader::Open(s.pin.path(), {io, true}) : Result<FileReader>(pinned);
       d = f.ok() ? OpenShard(s.shard, std::move(f).value(), s.pin.downloaded() && shards[s.shard].has_crc, false)
                  : Result<std::unique_ptr<NativeDataset>>(f.status());
     }
@@ -640,9 +646,51 @@ struct StreamingDataset::Impl {
 
   // ---- epochs -----------------------------------------------------------------
 
-  // This dataset's shards complete in the cache (a stat each; no lock needed).
+  // A growing epoch holds each of its shards open (pinned: a descriptor
+  // each, so that no process evicts it while the epoch may read it).  More
+  // than the process may open, less a reserve for everything else, is a
+  // clear error here, not EMFILE in whatever opens a file next (the epoch
+  // would have left out the shards it could not open, and the process would
+  // be out of descriptors).
+  Status CheckDescriptorsFor(size_t to_pin, size_t epoch_shards) const {
+    rlimit nofile{};
+    if (getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur == RLIM_INFINITY) return Status::OK();
+    size_t open_now = 0;
+    if (DIR* d = opendir("/proc/self/fd")) {
+      while (dirent* e = readdir(d)) open_now += e->d_name[0] != '.';
+      closedir(d);
+    }
+    const size_t limit = static_cast<size_t>(nofile.rlim_cur);
+    const size_t reserve = std::max<size_t>(256, limit / 8);
+    if (open_now + to_pin + reserve <= limit) return Status::OK();
+    return Status::IOError(
+        Describe() + ": the epoch would read the " + std::to_string(epoch_shards) +
+            " shards cached now and holds each one open while it may read it (a file descriptor each, so that no "
+            "process evicts it); this process has " + std::to_string(open_now) + " open, may have " +
+            std::to_string(limit) + " (`ulimit -n`, raised to the hard limit `ulimit -Hn` where it was lower), and keeps " +
+            std::to_string(reserve) +
+            " for everything else. Raise the limit of open files (ulimit -Hn; LimitNOFILE= for a systemd "
+            "service; --ulimit nofile= for docker), or cache fewer, larger shards (max_bytes / shard size)",
+        EMFILE);
+  }
+
+  // Moves an earlier epoch's pin of a shard to `into` (the shard's
+  // protection from eviction goes on; what a reader opened stays open in the
+  // old slot, and a read of it not opened yet pins it again: EnsureOpen),
+  // unless a reader is opening it right now.
+  static bool TakePin(Slot& old, Slot& into) {
+    std::unique_lock<std::mutex> g(old.open_mu, std::try_to_lock);
+    if (!g.owns_lock() || !old.pin.valid()) return false;
+    into.pin = std::move(old.pin);
+    return true;
+  }
+
+  // This dataset's shards complete in the cache (a stat each), at one moment
+  // (ShardCache::CachedAmong: under the directory lock, shared).
   std::vector<uint32_t> CachedShards() const {
-    std::vector<uint32_t> out;
+    Result<std::vector<uint32_t>> seen = cache->CachedAmong(shards);  // (at one moment)
+    if (seen.ok()) return std::move(seen).value();
+    std::vector<uint32_t> out;  // (no directory lock to be had: shard by shard)
     for (uint32_t i = 0; i < shards.size(); ++i)
       if (cache->IsCached(shards[i])) out.push_back(i);
     return out;
@@ -699,6 +747,18 @@ struct StreamingDataset::Impl {
         cv.wait_for(l, std::chrono::milliseconds(50));
       }
     }
+    // Growing: shards the previous epoch still holds pass their pins on (a
+    // new epoch begun before the last one let go of its shards would hold
+    // every shard open twice).
+    std::shared_ptr<Epoch> last = cur.load();
+    std::map<uint32_t, Slot*> held;
+    if (o.mode == StreamingMode::kGrowing) {
+      if (last)
+        for (auto& s : last->slots) held[s->shard] = s.get();
+      size_t to_pin = 0;
+      for (uint32_t sh : members) to_pin += fresh.count(sh) || held.count(sh) ? 0 : 1;
+      STOKER_RETURN_IF_ERROR(CheckDescriptorsFor(to_pin, members.size()));
+    }
     bool missing = false;
     for (uint32_t sh : members) {
       auto slot = std::make_unique<Slot>();
@@ -706,12 +766,17 @@ struct StreamingDataset::Impl {
       if (o.mode == StreamingMode::kFull) TakeKeptOpenLocked(*slot);
       if (o.mode == StreamingMode::kGrowing) {
         auto f = fresh.find(sh);
+        auto h = held.find(sh);
         if (f != fresh.end()) {
           slot->pin = std::move(f->second);
           fresh.erase(f);
+        } else if (h != held.end() && TakePin(*h->second, *slot)) {
+          ++snapshot_hits;
         } else if (Result<ShardCache::Pin> p = cache->PinCached(shards[sh]); p.ok()) {
           slot->pin = std::move(p).value();
           ++snapshot_hits;
+        } else if (p.status().code() == Status::Code::kIOError) {
+          return p.status();  // (not "evicted since": it could not be opened)
         }
         if (slot->pin.valid()) {
           slot->state = kPinned;

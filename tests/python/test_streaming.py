@@ -210,6 +210,49 @@ def test_a_cache_full_of_shards_in_use_waits_without_burning_a_core(tmp_path):
         ds.close()
 
 
+def test_more_cached_shards_than_open_files_is_a_clear_error(tmp_path):
+    # A growing epoch holds each cached shard open.  With more shards than
+    # the process may open, the epoch used to leave out the ones it could
+    # not open and the process ran out of descriptors (EMFILE in whatever
+    # opened a file next); now iter() says so, and how to fix it.
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    remote.mkdir()
+    local.mkdir()
+    write_tfrecord(str(remote / "shard-000000.tfrecord"),
+                   [{"x": np.full(WIDTH, i, np.float32), "y": np.int64(i)} for i in range(2)])
+    data = (remote / "shard-000000.tfrecord").read_bytes()
+    for k in range(1, 450):
+        (remote / f"shard-{k:06d}.tfrecord").write_bytes(data)
+    write_index(str(remote))
+    child = textwrap.dedent(f"""
+        import os, resource, shutil, sys
+        resource.setrlimit(resource.RLIMIT_NOFILE, (600, 600))
+        import stoker
+        from stoker.cache import StreamingDataset
+        remote, local, n = {str(remote)!r}, {str(local)!r}, int(sys.argv[1])
+        shutil.rmtree(local, ignore_errors=True)
+        os.makedirs(local)
+        for k in range(n):
+            shutil.copyfile(os.path.join(remote, f"shard-{{k:06d}}.tfrecord"), os.path.join(local, f"shard-{{k:06d}}.tfrecord"))
+        try:  # (a growing dataset takes its first epoch's shards when it opens)
+            ds = StreamingDataset(remote, local, max_bytes=n * {len(data)}, fetchers=1, min_shards=n,
+                                  features={{"x": ("float32", ({WIDTH},)), "y": ("int64", ())}})
+            print(sum(len(b["y"]) for b in stoker.DataLoader(ds, batch_size=50, num_workers=2)))
+            ds.close()
+        except OSError as e:
+            print("OSError", e.errno, e)
+        open(os.devnull).close()  # the process can still open files
+        """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    ok = subprocess.run([sys.executable, "-c", child, "100"], env=env, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and ok.stdout.strip() == "200", ok.stdout + ok.stderr[-3000:]
+    bad = subprocess.run([sys.executable, "-c", child, "400"], env=env, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 0, bad.stderr[-3000:]
+    assert bad.stdout.startswith("OSError "), bad.stdout + bad.stderr[-3000:]
+    for what in ("the 400 shards cached now", "ulimit -Hn", "Too many open files (errno 24)"):
+        assert what in bad.stdout, bad.stdout
+
+
 def test_lru_eviction_option(server, www, tmp_path):
     ds = StreamingDataset(server.url, str(tmp_path / "c"), max_bytes=4 * shard_size(www), features=FEATURES,
                           eviction="lru", min_shards=4)

@@ -6,12 +6,16 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
+#include "cache/lock_fd.h"
 #include "cache/shard_cache.h"
+#include "core/unique_fd.h"
 #include "io/tfrecord_writer.h"
 #include "stoker/loader.h"
 #include "stoker/shard_index.h"
@@ -137,6 +141,79 @@ TEST(ShardCache, CountsADownloadOnceBetweenItsRenameAndItsReservationsRemoval) {
   EXPECT_EQ(cache.value()->UsedBytes().value(), 8000u);
   close(lock);
   fs::remove_all(dir);
+}
+
+TEST(ShardCache, EvictsTheOldestWithItsRecordIndexOnly) {
+  const std::string dir = ::testing::TempDir() + "evict_index_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  auto cache = ShardCache::Open(dir, 10000, EvictionOrder::kOldest);
+  ASSERT_TRUE(cache.ok());
+  std::ofstream(dir + "/a.tar") << std::string(5000, 'a');
+  std::ofstream(dir + "/b.tar") << std::string(5000, 'b');
+  fs::last_write_time(dir + "/a.tar", fs::file_time_type::clock::now() - std::chrono::hours(2));
+  fs::last_write_time(dir + "/b.tar", fs::file_time_type::clock::now() - std::chrono::hours(1));
+  const std::string idx = dir + "/.stoker-index/";
+  for (const char* f : {"a.tar.11.stoker-index", "b.tar.22.stoker-index", "a.tarx.33.stoker-index"})
+    std::ofstream(idx + f) << "i";
+  fs::create_directories(dir + "/src");
+  std::ofstream(dir + "/src/c.tar") << std::string(5000, 'c');
+  auto store = Store::Open(dir + "/src");
+  ASSERT_TRUE(store.ok());
+  auto pin = cache.value()->Fetch(*store.value(), ShardInfo{"c.tar", 5000});
+  ASSERT_TRUE(pin.ok()) << pin.status().ToString();
+  EXPECT_FALSE(fs::exists(dir + "/a.tar"));  // the oldest
+  EXPECT_TRUE(fs::exists(dir + "/b.tar"));
+  EXPECT_EQ(cache.value()->evictions(), 1u);
+  EXPECT_FALSE(fs::exists(idx + "a.tar.11.stoker-index"));
+  EXPECT_TRUE(fs::exists(idx + "b.tar.22.stoker-index"));
+  EXPECT_TRUE(fs::exists(idx + "a.tarx.33.stoker-index"));  // another shard's (a.tarx is not cached either: left to the sweep at open)
+  EXPECT_EQ(cache.value()->UsedBytes().value(), 10000u);
+  fs::remove_all(dir);
+}
+
+TEST(LockFd, AForkedChildDoesNotKeepTheParentsLock) {
+  // A child forked while the parent holds a cache lock, and still alive
+  // when the parent lets go of it: the lock is free (the child's copy of
+  // the descriptor points at /dev/null).  A plain descriptor's copy keeps it.
+  testing::Watchdog wd(std::chrono::seconds(30), "LockFd fork test");
+  const std::string path = ::testing::TempDir() + "lockfd_" + std::to_string(getpid());
+  for (bool registered : {true, false}) {
+    LockFd locked;
+    UniqueFd plain;
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    if (registered) locked.reset(fd); else plain.reset(fd);
+    ASSERT_EQ(flock(fd, LOCK_EX), 0);
+    int go[2], ready[2];
+    ASSERT_EQ(pipe(go), 0);
+    ASSERT_EQ(pipe(ready), 0);
+    const pid_t child = fork();
+    if (child == 0) {  // running (past fork's handlers) until the parent closes its end of `go`
+      close(go[1]);
+      close(ready[0]);
+      char c = 1;
+      if (write(ready[1], &c, 1) != 1) _exit(1);
+      while (read(go[0], &c, 1) > 0) {
+      }
+      _exit(0);
+    }
+    close(go[0]);
+    close(ready[1]);
+    char c;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    if (registered) locked.reset(); else plain.reset();  // the parent lets go
+    const int again = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    const bool free = flock(again, LOCK_EX | LOCK_NB) == 0;
+    close(again);
+    close(go[1]);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_EQ(free, registered) << (registered ? "the child kept the parent's lock"
+                                               : "a plain descriptor's copy should keep it (control)");
+  }
+  EXPECT_EQ(LockFd::RecordedForTest(), 0);
+  unlink(path.c_str());
 }
 
 TEST(ShardCache, EvictsNothingWhenEvictingCannotMakeRoom) {

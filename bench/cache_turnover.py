@@ -1,0 +1,68 @@
+"""Directory work per download in a large growing cache at turnover.
+
+    python bench/cache_turnover.py --cached 8000 --seconds 5
+
+A local-directory store of --cached + 300 tiny TFRecord shards (2 records of
+1 KiB), a cache holding --cached of them with max_bytes exactly that; a
+growing StreamingDataset (2 fetchers) reads its first epoch (every cached
+shard in use until read), and then for --seconds every download must evict
+one: the time per download is what scanning, locking and evicting in a
+directory of that many files costs (the bytes are next to nothing).  Prints
+one line and a JSON line.  With --package DIR, imports stoker from DIR (an
+installed copy of another commit, to compare).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cached", type=int, default=8000)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--dir", default="/var/tmp/stoker-cache-turnover")
+    ap.add_argument("--package", default=None)
+    args = ap.parse_args()
+    if args.package:
+        sys.path.insert(0, args.package)
+    import numpy as np
+    import stoker
+    from stoker.cache import StreamingDataset, write_index
+    from stoker.io import write_tfrecord
+
+    root = os.path.join(args.dir, str(args.cached))
+    remote, local = os.path.join(root, "remote"), os.path.join(root, "cache")
+    total = args.cached + 300
+    if not os.path.exists(os.path.join(remote, "index.txt")):
+        os.makedirs(remote, exist_ok=True)
+        first = os.path.join(remote, "shard-000000.tfrecord")
+        write_tfrecord(first, [{"x": np.full(256, i, np.float32), "y": np.int64(i)} for i in range(2)])
+        for k in range(1, total):
+            shutil.copyfile(first, os.path.join(remote, f"shard-{k:06d}.tfrecord"))
+        write_index(remote)
+    size = os.path.getsize(os.path.join(remote, "shard-000000.tfrecord"))
+    shutil.rmtree(local, ignore_errors=True)
+    os.makedirs(local)
+    for k in range(args.cached):
+        shutil.copyfile(os.path.join(remote, f"shard-{k:06d}.tfrecord"), os.path.join(local, f"shard-{k:06d}.tfrecord"))
+    ds = StreamingDataset(remote, local, max_bytes=args.cached * size, fetchers=2,
+                          features={"x": ("float32", (256,)), "y": ("int64", ())})
+    for _ in stoker.DataLoader(ds, batch_size=1000, num_workers=2):
+        pass
+    d0, t0 = ds.stats()["downloads"], time.perf_counter()
+    time.sleep(args.seconds)
+    st, dt = ds.stats(), time.perf_counter() - t0
+    ds.close()
+    n = st["downloads"] - d0
+    print(f"{args.cached} cached shards: {n} downloads in {dt:.1f} s = {dt / max(1, n) * 1e3:.1f} ms each "
+          f"(2 fetchers), {st['evictions']} evictions in all")
+    print(json.dumps({"cached": args.cached, "downloads": n, "seconds": dt, "ms_per_download": dt / max(1, n) * 1e3}))
+
+
+if __name__ == "__main__":
+    main()
