@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -133,30 +134,27 @@ bool IndexedShard(const std::string& file, std::string* shard) {
 
 }  // namespace
 
-void ShardCache::SweepIndexes() const {
+void ShardCache::RemoveIndexesIf(const std::function<bool(const std::string& shard)>& gone) const {
   const std::string idx = index_dir();
   DIR* d = opendir(idx.c_str());
   if (!d) return;
   std::string shard;
   while (dirent* e = readdir(d)) {
     const std::string n = e->d_name;
-    if (!IndexedShard(n, &shard)) continue;
-    struct stat st {};
-    if (stat(Path(shard).c_str(), &st) != 0 && errno == ENOENT) unlink((idx + "/" + n).c_str());
+    if (IndexedShard(n, &shard) && gone(shard)) unlink((idx + "/" + n).c_str());
   }
   closedir(d);
 }
 
+void ShardCache::SweepIndexes() const {
+  RemoveIndexesIf([this](const std::string& shard) {
+    struct stat st {};
+    return stat(Path(shard).c_str(), &st) != 0 && errno == ENOENT;
+  });
+}
+
 void ShardCache::DropIndexes(const std::set<std::string>& evicted) const {
-  const std::string idx = index_dir();
-  DIR* d = opendir(idx.c_str());
-  if (!d) return;
-  std::string shard;
-  while (dirent* e = readdir(d)) {
-    const std::string n = e->d_name;
-    if (IndexedShard(n, &shard) && evicted.count(shard)) unlink((idx + "/" + n).c_str());
-  }
-  closedir(d);
+  RemoveIndexesIf([&](const std::string& shard) { return evicted.count(shard) > 0; });
 }
 
 bool ShardCache::IsCached(const ShardInfo& shard) const {

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -103,6 +104,8 @@ class ShardCache {
   // Removes the record indexes of the `evicted` shards (a listing of the
   // index directory, no stat per file).
   void DropIndexes(const std::set<std::string>& evicted) const;
+  // Removes the record indexes of the shards `gone` says yes to.
+  void RemoveIndexesIf(const std::function<bool(const std::string& shard)>& gone) const;
 
   const std::string& dir() const { return dir_; }
   uint64_t max_bytes() const { return max_bytes_; }

@@ -162,6 +162,19 @@ def test_growing_mode_turns_over_within_max_bytes_never_evicting_a_shard_in_use(
     ds.close()
 
 
+def tiny_shards(remote, n):
+    """A directory store of n copies of one 2-sample shard (many shards, few
+    bytes: the directory's work shows); the store and the shard's bytes."""
+    remote.mkdir()
+    write_tfrecord(str(remote / "shard-000000.tfrecord"),
+                   [{"x": np.full(WIDTH, i, np.float32), "y": np.int64(i)} for i in range(2)])
+    data = (remote / "shard-000000.tfrecord").read_bytes()
+    for k in range(1, n):
+        (remote / f"shard-{k:06d}.tfrecord").write_bytes(data)
+    write_index(str(remote))
+    return remote, data
+
+
 def test_a_cache_full_of_shards_in_use_waits_without_burning_a_core(tmp_path):
     # A growing cache at an epoch's start: every cached shard is the epoch's,
     # in use, and nothing can be evicted until the readers are done with some.
@@ -169,16 +182,10 @@ def test_a_cache_full_of_shards_in_use_waits_without_burning_a_core(tmp_path):
     # shard): the fetchers looked every 200 ms and kept a core busy with 2,000
     # shards.  Now they wait for a release (at once) or look again after a
     # wait that doubles up to 5 s.
-    remote, local = tmp_path / "remote", tmp_path / "cache"
-    remote.mkdir()
-    local.mkdir()
-    write_tfrecord(str(remote / "shard-000000.tfrecord"),
-                   [{"x": np.full(WIDTH, i, np.float32), "y": np.int64(i)} for i in range(2)])
-    data = (remote / "shard-000000.tfrecord").read_bytes()
     cached, total = 2000, 2100
-    for k in range(1, total):
-        (remote / f"shard-{k:06d}.tfrecord").write_bytes(data)
-    write_index(str(remote))
+    remote, data = tiny_shards(tmp_path / "remote", total)
+    local = tmp_path / "cache"
+    local.mkdir()
     for k in range(cached):
         (local / f"shard-{k:06d}.tfrecord").write_bytes(data)
     ds = StreamingDataset(str(remote), str(local), max_bytes=cached * len(data), features=FEATURES, fetchers=2)
@@ -215,15 +222,8 @@ def test_more_cached_shards_than_open_files_is_a_clear_error(tmp_path):
     # the process may open, the epoch used to leave out the ones it could
     # not open and the process ran out of descriptors (EMFILE in whatever
     # opened a file next); now iter() says so, and how to fix it.
-    remote, local = tmp_path / "remote", tmp_path / "cache"
-    remote.mkdir()
-    local.mkdir()
-    write_tfrecord(str(remote / "shard-000000.tfrecord"),
-                   [{"x": np.full(WIDTH, i, np.float32), "y": np.int64(i)} for i in range(2)])
-    data = (remote / "shard-000000.tfrecord").read_bytes()
-    for k in range(1, 450):
-        (remote / f"shard-{k:06d}.tfrecord").write_bytes(data)
-    write_index(str(remote))
+    remote, data = tiny_shards(tmp_path / "remote", 450)
+    local = tmp_path / "cache"
     child = textwrap.dedent(f"""
         import os, resource, shutil, sys
         resource.setrlimit(resource.RLIMIT_NOFILE, (600, 600))
