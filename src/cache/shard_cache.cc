@@ -370,8 +370,8 @@ Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
     {
       // Renamed and its reservation dropped under the directory lock: a
       // look at the directory (Reserve, UsedBytes) sees the download before
-      // or after, never half (a listing that missed both names would count
-      // one shard too few, and the cache would end one over max_bytes).
+      // or after, never half (a listing that missed both names could count
+      // one shard too few, and the cache end one over max_bytes).
       STOKER_ASSIGN_OR_RETURN(LockFd dirlock, LockDirectory(LOCK_EX));
       if (rename(part.c_str(), path.c_str()) != 0) return Status::IOError("rename " + part, errno);
       unlink((path + ".reserve").c_str());
@@ -396,8 +396,10 @@ void ShardCache::MarkUsed(const Pin& pin) {
 Result<ShardCache::Pin> ShardCache::PinCached(const ShardInfo& shard) {
   Pin p;
   p.path_ = Path(shard.name);
-  p.fd_.reset(open(p.path_.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!p.fd_.valid() && errno != ENOENT) return Status::IOError("open " + p.path_, errno);  // (EMFILE, EACCES, ...)
+  const int fd = open(p.path_.c_str(), O_RDONLY | O_CLOEXEC);
+  const int err = errno;
+  p.fd_.reset(fd);
+  if (fd < 0 && err != ENOENT) return Status::IOError("open " + p.path_, err);  // (EMFILE, EACCES, ...)
   if (!p.fd_.valid()) return Status::InvalidArgument("shard " + shard.name + " is not in the cache " + dir_);
   if (Flock(p.fd_.get(), LOCK_SH) != 0) return Status::IOError("flock " + p.path_, errno);
   struct stat st {};
