@@ -728,7 +728,9 @@ struct StreamingDataset::Impl {
       const double deadline = o.wait_timeout_s > 0 ? Now() + o.wait_timeout_s : 0;
       const size_t need = std::min<size_t>(std::max<uint32_t>(1, o.min_shards), shards.size());
       for (;;) {
+        l.unlock();  // (the listing waits for the cache's directory lock, which another process may hold a while)
         members = CachedShards();
+        l.lock();
         for (const auto& f : fresh)
           if (!std::binary_search(members.begin(), members.end(), f.first)) members.push_back(f.first);
         std::sort(members.begin(), members.end());
