@@ -239,8 +239,8 @@ Result<uint64_t> ShardCache::UsedBytes() const {
   return u.used;
 }
 
-Result<std::vector<uint32_t>> ShardCache::CachedAmong(const std::vector<ShardInfo>& shards) const {
-  STOKER_ASSIGN_OR_RETURN(LockFd dirlock, LockDirectory(LOCK_SH));
+std::vector<uint32_t> ShardCache::CachedAmong(const std::vector<ShardInfo>& shards) const {
+  Result<LockFd> dirlock = LockDirectory(LOCK_SH);  // (held to the end when had)
   std::vector<uint32_t> out;
   for (uint32_t i = 0; i < shards.size(); ++i)
     if (IsCached(shards[i])) out.push_back(i);

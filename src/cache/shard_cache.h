@@ -84,8 +84,8 @@ class ShardCache {
   // download renamed into place meanwhile).
   Result<uint64_t> UsedBytes() const;
   // Which of `shards` (their positions) are complete in the cache, at one
-  // moment as UsedBytes.
-  Result<std::vector<uint32_t>> CachedAmong(const std::vector<ShardInfo>& shards) const;
+  // moment as UsedBytes (shard by shard where the lock cannot be had).
+  std::vector<uint32_t> CachedAmong(const std::vector<ShardInfo>& shards) const;
   // Whether `shard` could be downloaded now without evicting anything: it
   // fits max_bytes and the file system under the directory has room for it
   // (DiskRoom).

@@ -687,14 +687,7 @@ struct StreamingDataset::Impl {
 
   // This dataset's shards complete in the cache (a stat each), at one moment
   // (ShardCache::CachedAmong: under the directory lock, shared).
-  std::vector<uint32_t> CachedShards() const {
-    Result<std::vector<uint32_t>> seen = cache->CachedAmong(shards);  // (at one moment)
-    if (seen.ok()) return std::move(seen).value();
-    std::vector<uint32_t> out;  // (no directory lock to be had: shard by shard)
-    for (uint32_t i = 0; i < shards.size(); ++i)
-      if (cache->IsCached(shards[i])) out.push_back(i);
-    return out;
-  }
+  std::vector<uint32_t> CachedShards() const { return cache->CachedAmong(shards); }
 
   Status BeginEpoch(uint64_t number) {
     auto ep = std::make_shared<Epoch>();
@@ -752,7 +745,7 @@ struct StreamingDataset::Impl {
     // Growing: shards the previous epoch still holds pass their pins on (a
     // new epoch begun before the last one let go of its shards would hold
     // every shard open twice).
-    std::shared_ptr<Epoch> last = cur.load();
+    std::shared_ptr<Epoch> last = cur.load();  // (keeps the slots `held` points into)
     std::map<uint32_t, Slot*> held;
     if (o.mode == StreamingMode::kGrowing) {
       if (last)
