@@ -7,8 +7,12 @@ A local-directory store of --cached + 300 tiny TFRecord shards (2 records of
 growing StreamingDataset (2 fetchers) reads its first epoch (every cached
 shard in use until read), and then for --seconds every download must evict
 one: the time per download is what scanning, locking and evicting in a
-directory of that many files costs (the bytes are next to nothing).  Prints
-one line and a JSON line.  With --package DIR, imports stoker from DIR (an
+directory of that many files costs (the bytes are next to nothing).
+With --fits, the cache has room for every remote shard and holds all
+--cached + 300 of them: the fetchers have nothing to fetch, and the time of a
+later epoch over them (two, after a first that writes the record indexes) is
+what the fetchers' looking for work costs the readers.  Prints one line and
+a JSON line.  With --package DIR, imports stoker from DIR (an
 installed copy of another commit, to compare).
 """
 from __future__ import annotations
@@ -27,6 +31,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--dir", default="/var/tmp/stoker-cache-turnover")
     ap.add_argument("--package", default=None)
+    ap.add_argument("--fits", action="store_true", help="every shard cached, room for all: time later epochs")
     args = ap.parse_args()
     if args.package:
         sys.path.insert(0, args.package)
@@ -48,12 +53,28 @@ def main():
     size = os.path.getsize(os.path.join(remote, "shard-000000.tfrecord"))
     shutil.rmtree(local, ignore_errors=True)
     os.makedirs(local)
-    for k in range(args.cached):
+    held = total if args.fits else args.cached
+    for k in range(held):
         shutil.copyfile(os.path.join(remote, f"shard-{k:06d}.tfrecord"), os.path.join(local, f"shard-{k:06d}.tfrecord"))
-    ds = StreamingDataset(remote, local, max_bytes=args.cached * size, fetchers=2,
+    ds = StreamingDataset(remote, local, max_bytes=(2 if args.fits else 1) * held * size, fetchers=2,
                           features={"x": ("float32", (256,)), "y": ("int64", ())})
-    for _ in stoker.DataLoader(ds, batch_size=1000, num_workers=2):
+    loader = stoker.DataLoader(ds, batch_size=1000, num_workers=2)
+    for _ in loader:
         pass
+    if args.fits:
+        times = []
+        for e in (1, 2):
+            loader.set_epoch(e)
+            t0 = time.perf_counter()
+            samples = sum(len(b["y"]) for b in loader)
+            times.append(time.perf_counter() - t0)
+            assert samples == 2 * total, samples
+        downloads = ds.stats()["downloads"]
+        ds.close()
+        print(f"{total} shards, all cached: later epochs {times[0]:.2f} s and {times[1]:.2f} s "
+              f"({downloads} downloads)")
+        print(json.dumps({"shards": total, "epoch_seconds": times, "downloads": downloads}))
+        return
     d0, t0 = ds.stats()["downloads"], time.perf_counter()
     time.sleep(args.seconds)
     st, dt = ds.stats(), time.perf_counter() - t0

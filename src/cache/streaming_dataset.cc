@@ -145,6 +145,14 @@ struct StreamingDataset::Impl {
   std::vector<bool> in_flight, failed_for_good, seen;
   std::vector<uint32_t> fetch_order;
   size_t fetch_cursor = 0;
+  // kGrowing: the remote shards found complete in the cache when it was last
+  // looked at (RefreshKnownCachedLocked), so that looking for the next shard
+  // to fetch is not a stat of every cached shard.  A shard another process
+  // evicts meanwhile waits for the next look; one not marked is looked at
+  // before it is fetched.
+  std::vector<bool> known_cached;
+  double known_cached_next = 0;  // when to look again (Now())
+  bool known_cached_busy = false;  // a fetcher is looking
   std::vector<std::string> use_next;  // UseShards
   bool use_pending = false;
   bool stop = false;
@@ -413,7 +421,11 @@ struct StreamingDataset::Impl {
     for (size_t tried = 0; tried < fetch_order.size(); ++tried) {
       const uint32_t sh = fetch_order[fetch_cursor];
       fetch_cursor = (fetch_cursor + 1) % fetch_order.size();
-      if (in_flight[sh] || failed_for_good[sh] || fresh.count(sh) || cache->IsCached(shards[sh])) continue;
+      if (in_flight[sh] || failed_for_good[sh] || fresh.count(sh) || known_cached[sh]) continue;
+      if (cache->IsCached(shards[sh])) {
+        known_cached[sh] = true;
+        continue;
+      }
       *job = Job{nullptr, nullptr, sh, true};
       return true;
     }
@@ -432,6 +444,26 @@ struct StreamingDataset::Impl {
     return ep.first_window_in = true;
   }
 
+  // kGrowing, under mu (released meanwhile): which remote shards the cache
+  // has complete, a stat each.  NextJob used to stat every cached shard on
+  // its way to one that is not, on every wake-up, and the fetchers wake for
+  // each shard a reader is done with: with every shard cached, an epoch of
+  // N shards cost N * N stats under mu (10,000 tiny shards: 289 s for an
+  // epoch).  Now a look every second, or less often where a look takes
+  // longer than a tenth of that.
+  void RefreshKnownCachedLocked(std::unique_lock<std::mutex>& l) {
+    known_cached_busy = true;
+    l.unlock();
+    const double t0 = Now();
+    std::vector<bool> now(shards.size());
+    for (size_t i = 0; i < shards.size(); ++i) now[i] = cache->IsCached(shards[i]);
+    const double took = Now() - t0;
+    l.lock();
+    known_cached.swap(now);
+    known_cached_next = Now() + std::max(1.0, 10 * took);
+    known_cached_busy = false;
+  }
+
   void FetcherMain(std::unique_ptr<Store> store) {
     // Woken for each piece that arrives, a little work each time: short
     // slices, so as not to wait behind the readers (core/time_slice.h).
@@ -439,6 +471,10 @@ struct StreamingDataset::Impl {
     std::unique_lock<std::mutex> l(mu);
     double backoff = 0, full_wait = 0;
     while (!stop) {
+      if (o.mode == StreamingMode::kGrowing && !known_cached_busy && Now() >= known_cached_next) {
+        RefreshKnownCachedLocked(l);
+        continue;
+      }
       Job job;
       if (!NextJob(&job)) {
         // Nothing to do now; look again after a change, or in a while (the
@@ -888,6 +924,7 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   m.known_count.assign(n, -1);
   m.in_flight.assign(n, false);
   m.failed_for_good.assign(n, false);
+  m.known_cached.assign(n, false);
   m.seen.assign(n, false);
   m.fetch_order.resize(n);
   std::iota(m.fetch_order.begin(), m.fetch_order.end(), 0u);
