@@ -85,6 +85,7 @@ struct StreamingStats {
   uint64_t hits = 0, downloads = 0;              // shards served from the cache / downloaded (either way)
   uint64_t streamed = 0;                         // kFull: downloaded into memory (no room in the cache)
   uint64_t stream_buffer_bytes = 0;              // memory those buffers hold
+  uint64_t prefetches_dropped = 0;               // kFull: prefetched shards whose buffer went to one a reader waited for
   double hit_rate = 0;                           // hits / (hits + downloads)
   uint64_t bytes_downloaded = 0;
   double fetch_seconds = 0;                      // wall time with at least one download running

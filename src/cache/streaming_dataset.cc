@@ -56,11 +56,17 @@ constexpr double kFullWaitMaxS = 5.0;
 // download until the readers are done with it.  Anonymous memory in huge
 // pages where the kernel has them, reused from shard to shard: no page is
 // allocated, mapped or freed per shard, and the readers read it in place.
+struct Epoch;
 struct StreamBuffer {
   uint8_t* map = nullptr;
   uint64_t capacity = 0;
   uint64_t size = 0;  // of the shard in it
   bool busy = false;
+  // The epoch whose shard it holds.  An epoch left before its end (a loop
+  // that breaks, an error) never releases the shards it had: once no reader
+  // and no fetcher holds that epoch, its buffers are free again.
+  std::weak_ptr<Epoch> owner;
+  bool Free() const { return !busy || owner.expired(); }
   ~StreamBuffer() {
     if (map) munmap(map, capacity);
   }
@@ -72,6 +78,7 @@ struct Slot {
   std::atomic<int> state{kWaiting};
   std::atomic<int64_t> remaining{INT64_MAX};  // reads left in the epoch's order
   bool demanded = false;
+  bool touched = false;  // a reader has come for it (under mu; kFull: its buffer is not taken back)
   ShardCache::Pin pin;
   StreamBuffer* mem = nullptr;  // instead of a pin: the shard is in memory
   std::unique_ptr<NativeDataset> data;
@@ -164,6 +171,7 @@ struct StreamingDataset::Impl {
 
   // Stats (under mu).
   uint64_t fetch_errors = 0, consecutive_failures = 0, snapshot_hits = 0, streamed = 0, stream_bytes = 0;
+  uint64_t prefetches_dropped = 0;  // kFull: prefetched shards whose buffer a reader's shard needed
   std::string last_error;
   int downloading = 0;
   uint64_t bytes_in_flight = 0;
@@ -267,7 +275,7 @@ struct StreamingDataset::Impl {
     s.data.reset();
     s.pin = ShardCache::Pin();
     if (s.mem) {
-      s.mem->busy = false;  // back to the pool
+      ReturnBufferLocked(s.mem);
       s.mem = nullptr;
     }
     s.state = kReleased;
@@ -317,6 +325,7 @@ struct StreamingDataset::Impl {
       if (st == kOpen) return &s;
       if (st == kFailed) return s.error;
       if (st == kPinned) {
+        s.touched = true;  // (its buffer is the readers' now: TakeBackBufferLocked)
         l.unlock();
         STOKER_RETURN_IF_ERROR(EnsureOpen(s));
         return &s;
@@ -496,7 +505,7 @@ struct StreamingDataset::Impl {
         l.unlock();
         const bool room = cache->HasRoomFor(info);  // (max_bytes and the disk)
         l.lock();
-        if (!room && !(buf = AcquireBufferLocked(job.speculative))) {
+        if (!room && !(buf = AcquireBufferLocked(job.ep, job.speculative))) {
           in_flight[job.shard] = false;
           job.slot->state = kWaiting;  // unclaimed (its readers wait on either state alike)
           cv.wait_for(l, std::chrono::milliseconds(200));  // the readers hold them all: wait for a release
@@ -520,7 +529,7 @@ struct StreamingDataset::Impl {
           ++streamed;
           pin = ShardCache::Pin();  // (none: the slot holds the buffer)
         } else {
-          buf->busy = false;
+          ReturnBufferLocked(buf);
           pin = streamed_st;
         }
       }
@@ -639,18 +648,31 @@ struct StreamingDataset::Impl {
   }
 
   // Under mu: a free stream buffer, or null.  A speculative fetch leaves a
-  // shuffle window of them for the shards the readers ask for.
-  StreamBuffer* AcquireBufferLocked(bool speculative) {
+  // shuffle window of them for the shards the readers ask for.  A shard a
+  // reader waits for always gets one: a buffer prefetched for a shard no
+  // reader has come to yet is taken back (the shard furthest ahead in the
+  // order), and where the readers hold every buffer, one more is made,
+  // unmapped again when it comes back.  Readers that each work through a
+  // different part of the order (batches of many small shards: a batch of
+  // 100 samples of 2-sample shards spans 12 windows of 4) can need more shards
+  // at once than there are buffers; waiting for a release then waited
+  // forever, the fetchers' prefetches holding the buffers the readers'
+  // shards needed.
+  StreamBuffer* AcquireBufferLocked(const std::shared_ptr<Epoch>& ep, bool speculative) {
     const size_t cap = BufferCount();
     size_t free = cap - std::min(cap, buffers.size());
-    for (const auto& b : buffers) free += !b->busy;
-    if (free == 0 || (speculative && free <= o.shuffle_window)) return nullptr;
+    for (const auto& b : buffers) free += b->Free();
+    if (speculative && free <= o.shuffle_window) return nullptr;
     StreamBuffer* got = nullptr;
-    for (auto& b : buffers)
-      if (!b->busy) {
-        got = b.get();
-        break;
-      }
+    if (free > 0) {
+      for (auto& b : buffers)
+        if (b->Free()) {
+          got = b.get();
+          break;
+        }
+    } else {
+      got = TakeBackBufferLocked();
+    }
     if (!got) {
       Status st = AddBufferLocked();
       if (!st.ok()) {  // seen in stats(); the fetcher waits for a buffer to come free
@@ -661,7 +683,39 @@ struct StreamingDataset::Impl {
       got = buffers.back().get();
     }
     got->busy = true;
+    got->owner = ep;
     return got;
+  }
+
+  // Under mu: the buffer of the current epoch's prefetched shard that the
+  // order reads last, of those no reader has come for; that shard waits to
+  // be fetched again.  Null if there is none.
+  StreamBuffer* TakeBackBufferLocked() {
+    std::shared_ptr<Epoch> ep = cur.load();
+    if (!ep) return nullptr;
+    Slot* best = nullptr;
+    uint32_t best_place = 0;
+    for (size_t p = 0; p < ep->slots.size(); ++p) {
+      Slot& s = *ep->slots[p];
+      if (!s.mem || s.touched || s.demanded || s.state.load() != kPinned) continue;
+      const uint32_t place = ep->seq_of.empty() ? static_cast<uint32_t>(p) : ep->seq_of[p];
+      if (!best || place > best_place) best = &s, best_place = place;
+    }
+    if (!best) return nullptr;
+    StreamBuffer* b = best->mem;
+    best->mem = nullptr;
+    best->state = kWaiting;
+    ++prefetches_dropped;
+    return b;
+  }
+
+  // Under mu: a buffer back to the pool; one made past the count is unmapped.
+  void ReturnBufferLocked(StreamBuffer* b) {
+    b->busy = false;
+    b->owner.reset();
+    if (buffers.size() <= BufferCount()) return;
+    auto it = std::find_if(buffers.begin(), buffers.end(), [&](const auto& x) { return x.get() == b; });
+    if (it != buffers.end()) buffers.erase(it);
   }
 
   // Downloads `info` into `buf` (range reads, the store's retries) and
@@ -1107,6 +1161,7 @@ StreamingStats StreamingDataset::stats() const {
   s.downloads = m.cache->downloads() + m.streamed;
   s.streamed = m.streamed;
   for (const auto& b : m.buffers) s.stream_buffer_bytes += b->capacity;
+  s.prefetches_dropped = m.prefetches_dropped;
   s.hit_rate = s.hits + s.downloads ? static_cast<double>(s.hits) / static_cast<double>(s.hits + s.downloads) : 0;
   s.bytes_downloaded = m.cache->bytes_downloaded() + m.stream_bytes;
   s.fetch_seconds = m.busy_s + (m.downloading ? Now() - m.busy_since : 0);

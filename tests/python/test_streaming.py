@@ -404,6 +404,56 @@ def test_full_mode_without_a_cache_streams_everything_through_memory(server, www
         StreamingDataset(server.url, local, max_bytes=0, features=FEATURES)
 
 
+def test_full_mode_readers_far_apart_in_the_order_do_not_wait_for_buffers_forever(tmp_path):
+    # Batches of 100 samples over shards of 2: each reader works through 12
+    # shuffle windows of its own, so the readers need more shards at once
+    # than the default 12 stream buffers hold.  The epoch hung: the fetchers'
+    # prefetches (shards ahead in the order) held the buffers, and the
+    # shards the readers waited for got none.  Now a prefetched shard no
+    # reader has come to gives its buffer up, and where the readers hold
+    # every buffer one more is made (and unmapped when it comes back).
+    n = 300
+    remote, data = tiny_shards(tmp_path / "remote", n)
+    ds = StreamingDataset(str(remote), str(tmp_path / "cache"), max_bytes=0, mode="full", features=FEATURES,
+                          fetchers=2)  # (shuffle_window 4: 12 stream buffers)
+    try:
+        for workers, epochs in ((2, 3), (6, 1)):  # (6 readers hold more shards than there are buffers)
+            loader = stoker.DataLoader(ds, batch_size=100, shuffle=True, num_workers=workers)
+            for e in range(epochs):
+                loader.set_epoch(e)
+                assert sorted(epoch_ys(loader)) == sorted([0, 1] * n)
+        st = ds.stats()
+        assert st["streamed"] >= 4 * n and st["downloads"] == st["streamed"], st
+        capacity = 4096  # (a stream buffer is the largest shard, rounded up to pages)
+        assert len(data) <= capacity
+        assert st["stream_buffer_bytes"] <= 12 * capacity, st  # the default count, once the readers let go
+    finally:
+        ds.close()
+
+
+def test_full_mode_epochs_left_early_give_their_buffers_back(tmp_path):
+    # A loop that breaks after a few batches (a step budget, an error) leaves
+    # the epoch with shards it never released.  Their stream buffers stayed
+    # taken: after a few such epochs none was left and the next epoch hung.
+    # Now an epoch no reader or fetcher holds any more frees its buffers.
+    n = 40
+    remote, data = tiny_shards(tmp_path / "remote", n)
+    ds = StreamingDataset(str(remote), str(tmp_path / "cache"), max_bytes=0, mode="full", features=FEATURES,
+                          fetchers=2)  # (12 stream buffers)
+    try:
+        loader = stoker.DataLoader(ds, batch_size=4, shuffle=True, num_workers=2)
+        for e in range(12):
+            loader.set_epoch(e)
+            for i, _ in enumerate(loader):
+                if i == 1:
+                    break
+        loader.set_epoch(12)
+        assert sorted(epoch_ys(loader)) == sorted([0, 1] * n)
+        assert ds.stats()["stream_buffer_bytes"] <= 12 * 4096, ds.stats()
+    finally:
+        ds.close()
+
+
 def test_full_mode_prefetches_as_soon_as_the_epochs_order_is_known(server, tmp_path):
     """The fetchers start on an epoch's first shards when the sampler orders
     it (iter() of a loader), before any reader asks: the first shuffle window
