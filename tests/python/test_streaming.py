@@ -418,7 +418,8 @@ def test_full_mode_readers_far_apart_in_the_order_do_not_wait_for_buffers_foreve
                           fetchers=2)  # (shuffle_window 4: 12 stream buffers)
     try:
         for workers, epochs in ((2, 3), (6, 1)):  # (6 readers hold more shards than there are buffers)
-            loader = stoker.DataLoader(ds, batch_size=100, shuffle=True, num_workers=workers)
+            loader = stoker.DataLoader(ds, batch_size=100, shuffle=True, num_workers=workers,
+                                       timeout=60)  # (a hang fails here, not at the watchdog)
             for e in range(epochs):
                 loader.set_epoch(e)
                 assert sorted(epoch_ys(loader)) == sorted([0, 1] * n)
@@ -441,7 +442,8 @@ def test_full_mode_epochs_left_early_give_their_buffers_back(tmp_path):
     ds = StreamingDataset(str(remote), str(tmp_path / "cache"), max_bytes=0, mode="full", features=FEATURES,
                           fetchers=2)  # (12 stream buffers)
     try:
-        loader = stoker.DataLoader(ds, batch_size=4, shuffle=True, num_workers=2)
+        loader = stoker.DataLoader(ds, batch_size=4, shuffle=True, num_workers=2,
+                                   timeout=60)  # (a hang fails here, not at the watchdog)
         for e in range(12):
             loader.set_epoch(e)
             for i, _ in enumerate(loader):
