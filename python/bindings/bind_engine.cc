@@ -2,6 +2,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
+#include <string>
+
 #include "glue/errors.h"
 #include "glue/py_decode.h"
 #include "glue/py_loader.h"
@@ -25,6 +28,27 @@ void BindEngine(py::module_& m) {
              PyObject* r = FillLocal(e, obj.ptr(), static_cast<PublishMode>(mode), numpy_mode);
              if (!r && PyErr_Occurred()) throw py::error_already_set();
              return r ? py::reinterpret_steal<py::object>(r) : py::none(); })
+      // pin_memory: the CUDA runtime's entry points as addresses (stoker/_cuda.py).
+      .def("enable_cuda", [](Engine& e, const std::map<std::string, uintptr_t>& fns) {
+             auto fn = [&](const char* name) -> uintptr_t {
+               auto it = fns.find(name);
+               return it == fns.end() ? 0 : it->second;
+             };
+             CudaRuntimeApi api;
+             api.host_register = reinterpret_cast<decltype(api.host_register)>(fn("cudaHostRegister"));
+             api.host_unregister = reinterpret_cast<decltype(api.host_unregister)>(fn("cudaHostUnregister"));
+             api.event_create_with_flags =
+                 reinterpret_cast<decltype(api.event_create_with_flags)>(fn("cudaEventCreateWithFlags"));
+             api.event_record = reinterpret_cast<decltype(api.event_record)>(fn("cudaEventRecord"));
+             api.event_query = reinterpret_cast<decltype(api.event_query)>(fn("cudaEventQuery"));
+             api.event_synchronize = reinterpret_cast<decltype(api.event_synchronize)>(fn("cudaEventSynchronize"));
+             api.event_destroy = reinterpret_cast<decltype(api.event_destroy)>(fn("cudaEventDestroy"));
+             api.get_last_error = reinterpret_cast<decltype(api.get_last_error)>(fn("cudaGetLastError"));
+             Check(e.EnableCuda(api)); })
+      .def_property_readonly("cuda_enabled", &Engine::cuda_enabled)
+      .def("pin_committed", &Engine::PinCommitted)
+      .def("record_fence", [](Engine& e, uintptr_t stream) { return e.RecordFence(reinterpret_cast<void*>(stream)); })
+      .def("drain_fences", &Engine::DrainFences)
       .def("watch", [](Engine& e, uint32_t w, int pid) { Check(e.Watch(w, pid)); })
       .def("forget", &Engine::Forget)
       .def("shutdown", &Engine::Shutdown)

@@ -60,9 +60,9 @@ PyObject* StatsDict(Engine& e, bool process_memory) {
     }
     Py_DECREF(d);
   }
-  PyObject* slots = Py_BuildValue("{s:I,s:I,s:I,s:I,s:I,s:I}", "total", s.slots_total, "free", s.slots_free,
+  PyObject* slots = Py_BuildValue("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "total", s.slots_total, "free", s.slots_free,
                                   "queued", s.slots_queued, "filling", s.slots_filling, "ready", s.slots_ready,
-                                  "held", s.slots_held);
+                                  "held", s.slots_held, "gpu_fenced", s.slots_fenced);
   PyObject* bytes = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "free", (ull)s.free_bytes, "queued", (ull)s.queued_bytes,
                                   "filling", (ull)s.filling_bytes, "ready", (ull)s.ready_bytes, "held",
                                   (ull)s.held_bytes);

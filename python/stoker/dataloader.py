@@ -285,7 +285,7 @@ class _StokerIter(_BaseDataLoaderIter):
             self._pump = N.lib.Pump(self._engine, nw, self._prefetch, self._in_order, self._is_iterable,
                                     self._auto_collation, self._numpy)
         self._warned = set()
-        self._pinned_upto = 0
+        self._cuda_on = False  # pin_memory: the engine pins the pool and fences slots (_fence)
         self._workers = []
         self._oom_watch = []
         self._restarts_left = loader.max_worker_restarts
@@ -501,6 +501,8 @@ class _StokerIter(_BaseDataLoaderIter):
 
     def __next__(self):
         t0 = self._stats.now()
+        if self._pin_memory:
+            self._fence()
         try:
             data = self._next_data()
         except StopIteration:
@@ -525,20 +527,30 @@ class _StokerIter(_BaseDataLoaderIter):
             self._warned.add(key)
             warnings.warn(msg, ResourceWarning, stacklevel=4)
 
+    def _fence(self):
+        """pin_memory: a CUDA event on the loop's current stream.  A batch the
+        loop dropped before this point had its copies to the GPU queued before
+        it, so its slot is reused once the event is done (src/loader/cuda_host.h)."""
+        if not self._cuda_on:
+            from stoker._cuda import runtime_api
+            api, where = runtime_api()
+            if api is None:
+                self._warn_once("pin", f"stoker: pin_memory=True but {where}; batches are not pinned")
+                self._pin_memory = False
+                return
+            self._engine.enable_cuda(api)
+            self._cuda_on = True
+        err = self._engine.record_fence(torch.cuda.current_stream().cuda_stream)
+        if err:
+            self._warn_once("fence", f"stoker: recording a CUDA event failed (CUDA error {err}); a dropped "
+                            "pinned batch may be reused before the GPU has copied it: call "
+                            "torch.cuda.synchronize() before dropping batches")
+
     def _pin_new_memory(self):
-        committed = self._engine.committed_bytes
-        if committed <= self._pinned_upto:
-            return
-        cudart = torch.cuda.cudart()
-        base = self._engine.base_address
-        start = self._pinned_upto
-        # cudaHostRegisterPortable (1): pinned for every CUDA context.
-        err = cudart.cudaHostRegister(base + start, committed - start, 1)
-        if int(err) != 0:
-            self._warn_once("pin", f"stoker: cudaHostRegister of the slot arena failed ({err}); batches are not pinned")
-            self._pin_memory = False
-            return
-        self._pinned_upto = committed
+        err = self._engine.pin_committed()  # what the pool grew by
+        if err:
+            self._warn_once("pin", f"stoker: cudaHostRegister of the slot pool failed (CUDA error {err}); "
+                            "batches in memory the pool grows by from now on are not pinned")
 
     def _shutdown_for_good(self) -> bool:
         return self._shutdown and not self._persistent_workers

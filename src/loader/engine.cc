@@ -62,6 +62,7 @@ Engine::Engine(const EngineOptions& o, std::shared_ptr<Arena> a)
 Engine::~Engine() {
   if (getpid() != owner_) {
     (void)supervisor_.release();  // forked copy: leave the parent's thread alone
+    (void)cuda_.release();        // ... and its CUDA state
     return;
   }
   supervisor_.reset();
@@ -124,6 +125,7 @@ Result<bool> Engine::Dispatch(uint32_t worker, uint64_t batch_id, uint64_t gener
   if (ring.Full()) return false;
   std::lock_guard<std::mutex> g(mu_);
   if (shutdown_) return Status::Closed("the loader is shut down");
+  if (!fenced_.empty()) FreeFencedLocked(cuda_->Completed());
   if (free_.empty()) return false;
   const uint32_t slot = free_.back();
   STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, RegionFor(payload_bytes), true));
@@ -284,15 +286,67 @@ void Engine::Evict(uint32_t slot) {
 void Engine::Release(uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
   LocalSlot& s = slots_[slot];
+  if (s.fenced || (s.state != SlotState::kHeld && s.state != SlotState::kReady)) return;  // double release
+  if (cuda_ && s.state == SlotState::kHeld) {
+    s.fenced = true;
+    fenced_.push_back(Fenced{slot, cuda_->recorded()});
+    return;
+  }
+  FreeLocked(slot);
+}
+
+void Engine::FreeLocked(uint32_t slot) {
+  LocalSlot& s = slots_[slot];
   if (s.state == SlotState::kHeld) held_bytes_ -= s.capacity;
-  else if (s.state != SlotState::kReady) return;  // double release: ignore
   s.state = SlotState::kFree;
+  s.fenced = false;
   arena_->slot(slot)->state.store(static_cast<uint32_t>(SlotState::kFree), std::memory_order_release);
   free_.push_back(slot);
 }
 
+void Engine::FreeFencedLocked(uint64_t done) {
+  while (!fenced_.empty() && fenced_.front().after < done) {
+    FreeLocked(fenced_.front().slot);
+    fenced_.pop_front();
+  }
+}
+
+Status Engine::EnableCuda(const CudaRuntimeApi& api) {
+  if (!api.complete()) return Status::InvalidArgument("a CUDA runtime entry point is missing");
+  std::lock_guard<std::mutex> g(mu_);
+  if (!cuda_) cuda_ = std::make_unique<CudaHost>(api);
+  return Status::OK();
+}
+
+bool Engine::cuda_enabled() {
+  std::lock_guard<std::mutex> g(mu_);
+  return cuda_ != nullptr;
+}
+
+int Engine::PinCommitted() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!cuda_) return kCudaSuccess;
+  return cuda_->PinUpTo(arena_->base(), arena_->committed_bytes());
+}
+
+int Engine::RecordFence(void* stream) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!cuda_) return kCudaSuccess;
+  const int err = cuda_->Record(stream);
+  if (!fenced_.empty()) FreeFencedLocked(cuda_->Completed());
+  return err;
+}
+
+bool Engine::DrainFences() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!cuda_ || fenced_.empty()) return false;
+  FreeFencedLocked(cuda_->Drain());
+  return true;
+}
+
 bool Engine::ShouldCopyOut(uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
+  if (!fenced_.empty()) FreeFencedLocked(cuda_->Completed());
   const uint64_t reserve = std::max<uint64_t>(expected_, kMinRegion) * std::max<uint32_t>(1, opts_.num_workers);
   const uint64_t cap = slots_[slot].capacity;
   const bool out = held_bytes_ + cap + reserve > budget() ||
@@ -303,6 +357,7 @@ bool Engine::ShouldCopyOut(uint32_t slot) {
 
 Result<bool> Engine::AcquireLocal(uint64_t bytes, uint32_t* slot_out) {
   std::lock_guard<std::mutex> g(mu_);
+  if (!fenced_.empty()) FreeFencedLocked(cuda_->Completed());
   if (free_.empty()) return false;
   const uint32_t slot = free_.back();
   STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, std::max(bytes, RegionFor(0)), false));
@@ -441,7 +496,11 @@ EngineStats Engine::Stats(bool process_memory) {
       switch (slots_[i].state) {
         case SlotState::kFree: ++st.slots_free; st.free_bytes += cap; break;
         case SlotState::kReady: ++st.slots_ready; st.ready_bytes += cap; break;
-        case SlotState::kHeld: ++st.slots_held; st.held_bytes += cap; break;
+        case SlotState::kHeld:
+          ++st.slots_held;
+          st.held_bytes += cap;
+          if (slots_[i].fenced) ++st.slots_fenced;
+          break;
         default: {
           auto shared = static_cast<SlotState>(arena_->slot(i)->state.load(std::memory_order_acquire));
           if (shared == SlotState::kDispatched) {

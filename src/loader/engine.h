@@ -25,10 +25,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "loader/cuda_host.h"
 #include "proc/proc_memory.h"
 #include "proc/supervisor.h"
 #include "shm/arena.h"
@@ -85,6 +87,7 @@ struct EngineStats {
   uint64_t held_bytes;        // batches the training loop holds
   uint64_t expected_batch_bytes;
   uint32_t slots_total, slots_free, slots_queued, slots_filling, slots_ready, slots_held;
+  uint32_t slots_fenced;       // of the held: dropped, kept until the GPU's copies out of them are done
   uint64_t need_space_events;  // a batch outgrew its region
   uint64_t cancelled;          // ... and there was no room: the task ran again later
   uint64_t spills;             // ready batches moved to private memory for the in-order one
@@ -132,8 +135,25 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const uint8_t* SlotRegion(uint32_t slot, uint64_t* used, uint64_t* capacity) const;
   // READY -> HELD: the training loop now references the slot.
   void MarkHeld(uint32_t slot);
-  // READY/HELD -> FREE.  Thread-safe.
+  // READY/HELD -> FREE.  Thread-safe.  With CUDA fences (EnableCuda) a HELD
+  // slot is FREE only once a fence recorded after this call has completed.
   void Release(uint32_t slot);
+
+  // pin_memory (loader/cuda_host.h): registers the pool with CUDA through
+  // `api` from now on, and fences held slots.  InvalidArgument when an
+  // entry point is missing.  Main process only.
+  Status EnableCuda(const CudaRuntimeApi& api);
+  bool cuda_enabled();
+  // Registers what the arena grew by since the last call; returns the
+  // runtime's error (after one, no more memory is registered).
+  int PinCommitted();
+  // Records a fence on `stream` (the training loop's current stream, each
+  // time it asks for a batch) and frees fenced slots whose fence completed.
+  // Returns the runtime's error.
+  int RecordFence(void* stream);
+  // Waits for every fence (one more recorded first) and frees the fenced
+  // slots: the pool has no room left otherwise.  True when one was freed.
+  bool DrainFences();
   // Release of a READY batch whose bytes the caller copied to private memory
   // to make room for the batch the training loop waits for (counted).
   void Evict(uint32_t slot);
@@ -193,12 +213,17 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // A finished slot's header as a Completion (after the acquire of its state).
   Completion ReadCompletion(uint32_t slot, uint32_t worker) const;
   bool AnythingPending();
+  // REQUIRES: mu_ held.  HELD/READY -> FREE now.
+  void FreeLocked(uint32_t slot);
+  // REQUIRES: mu_ held.  Frees the fenced slots released before fence `done`.
+  void FreeFencedLocked(uint64_t done);
   void OnWorkerExit(uint32_t worker, const ExitInfo& info);
 
   struct LocalSlot {
     SlotState state = SlotState::kFree;
     uint64_t offset = 0;
     uint64_t capacity = 0;
+    bool fenced = false;  // HELD, dropped, waiting for its fence
   };
 
   EngineOptions opts_;
@@ -210,6 +235,12 @@ class Engine : public std::enable_shared_from_this<Engine> {
   uint64_t expected_ = 0;        // largest batch seen
   bool variable_sizes_ = false;  // batches have changed size: add headroom
   uint64_t held_bytes_ = 0;
+  std::unique_ptr<CudaHost> cuda_;  // pin_memory; destroyed before arena_ is unmapped
+  struct Fenced {
+    uint32_t slot;
+    uint64_t after;  // free once a fence numbered above this completes
+  };
+  std::deque<Fenced> fenced_;
   uint64_t need_space_events_ = 0, cancelled_ = 0, spills_ = 0, copy_outs_ = 0;
   uint64_t delivered_batches_ = 0, delivered_bytes_ = 0;
   std::vector<int64_t> watch_ns_;       // when each worker was started (Watch)

@@ -132,7 +132,9 @@ Result<bool> Scheduler::Dispatch(uint64_t batch_id, TaskSpec& spec, int worker) 
     if (InProgress() > 0) return Busy(worker);
     if (SpillOne()) continue;
     if (ReadyInSlots() || handing_out_) return Busy(worker);
-    // Nothing in flight: only batches the training loop holds take memory.
+    // Nothing in flight: only batches the training loop holds take memory,
+    // or ones it dropped whose copies to the GPU may not be done yet.
+    if (engine_->DrainFences()) continue;
     if (reclaim_ && !reclaimed) {
       reclaim_();
       reclaimed = true;

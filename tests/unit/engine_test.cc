@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "fake_cuda.h"
 #include "loader/scheduler.h"
 #include "loader/worker_port.h"
 #include "range_source.h"
@@ -305,6 +306,43 @@ TEST(Scheduler, InOrderDeliveryDespiteSlowWorker) {
     if (in_order) EXPECT_EQ(seen, sorted);
     EXPECT_EQ(src.dropped, 200);
   }
+  Reap(e, {p0, p1});
+}
+
+// pin_memory with a GPU that never gets ahead on its own: every dropped
+// batch's slot stays fenced, so the pool runs dry with nothing in flight.
+// The scheduler must wait for the fences (Drain) rather than report that
+// the loop holds the whole budget, or hang.
+TEST(Scheduler, APoolFullOfFencedSlotsIsDrainedNotReportedAsHeld) {
+  Watchdog dog(std::chrono::seconds(60), "APoolFullOfFencedSlotsIsDrainedNotReportedAsHeld");
+  testing::FakeCuda::Reset();
+  auto e = MakeEngine(2, 1 << 20);  // room for a few 100 KiB batches
+  ASSERT_TRUE(e->EnableCuda(testing::FakeCuda::Api()).ok());
+  pid_t p0 = ForkWorker(e, 0, 100 << 10), p1 = ForkWorker(e, 1, 100 << 10);
+  Scheduler s(e, SchedulerOptions{2, 4, true, false});
+  RangeSource src(60);
+  s.Reset(&src, false);
+  int stream = 0;
+  uint64_t n = 0;
+  for (;;) {
+    ASSERT_EQ(e->RecordFence(&stream), 0);  // as the Python loop does before each batch
+    Outcome o;
+    Status st = s.Next(10'000'000'000, &o);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    if (o.kind == Outcome::Kind::kEnd) break;
+    ASSERT_EQ(o.kind, Outcome::Kind::kBatch);
+    ASSERT_FALSE(o.spilled);
+    uint64_t used, cap;
+    const uint8_t* p = e->SlotRegion(o.slot, &used, &cap);
+    EXPECT_EQ(p[used - 1], static_cast<uint8_t>(o.batch_id & 0xff));
+    EXPECT_EQ(o.batch_id, n++);
+    src.Drop(o.token);
+    e->MarkHeld(o.slot);
+    e->Release(o.slot);
+  }
+  EXPECT_EQ(n, 60u);
+  EXPECT_GE(testing::FakeCuda::Get().synchronizes, 1) << "the pool ran dry and was drained";
+  s.Clear();
   Reap(e, {p0, p1});
 }
 

@@ -1,0 +1,85 @@
+#include "loader/cuda_host.h"
+
+namespace stoker {
+
+namespace {
+constexpr unsigned kHostRegisterPortable = 1;  // pinned for every CUDA context
+constexpr unsigned kEventDisableTiming = 2;
+}  // namespace
+
+CudaHost::~CudaHost() {
+  for (const Fence& f : pending_) Clear(api_.event_synchronize(f.event));
+  Retire();
+  for (auto it = ranges_.rbegin(); it != ranges_.rend(); ++it) Clear(api_.host_unregister(it->first));
+}
+
+int CudaHost::Clear(int err) {
+  if (err != kCudaSuccess) (void)api_.get_last_error();
+  return err;
+}
+
+void CudaHost::Retire() {
+  for (const Fence& f : pending_) Clear(api_.event_destroy(f.event));
+  for (void* e : spare_) Clear(api_.event_destroy(e));
+  pending_.clear();
+  spare_.clear();
+}
+
+int CudaHost::PinUpTo(uint8_t* base, uint64_t upto) {
+  if (pin_failed_ || upto <= pinned_upto_) return kCudaSuccess;
+  void* p = base + pinned_upto_;
+  const uint64_t n = upto - pinned_upto_;
+  const int err = Clear(api_.host_register(p, n, kHostRegisterPortable));
+  if (err != kCudaSuccess) {
+    pin_failed_ = true;
+    return err;
+  }
+  ranges_.emplace_back(p, n);
+  pinned_upto_ = upto;
+  return kCudaSuccess;
+}
+
+int CudaHost::Record(void* stream) {
+  void* ev = nullptr;
+  if (!spare_.empty()) {
+    ev = spare_.back();
+    spare_.pop_back();
+  } else if (int err = Clear(api_.event_create_with_flags(&ev, kEventDisableTiming)); err != kCudaSuccess) {
+    return err;
+  }
+  if (int err = Clear(api_.event_record(ev, stream)); err != kCudaSuccess) {
+    spare_.push_back(ev);
+    return err;
+  }
+  last_stream_ = stream;
+  have_stream_ = true;
+  pending_.push_back(Fence{ev, ++seq_});
+  return kCudaSuccess;
+}
+
+uint64_t CudaHost::Completed() {
+  while (!pending_.empty()) {
+    const int err = Clear(api_.event_query(pending_.front().event));
+    if (err == kCudaErrorNotReady) break;
+    completed_ = pending_.front().seq;
+    spare_.push_back(pending_.front().event);
+    pending_.pop_front();
+  }
+  return completed_;
+}
+
+uint64_t CudaHost::Drain() {
+  // A fence the caller could not record (no stream yet, or the runtime
+  // failing) cannot be waited for: count everything recorded so far and one
+  // more as complete, so no slot stays out of use for good.
+  if (!have_stream_ || Record(last_stream_) != kCudaSuccess) {
+    for (const Fence& f : pending_) Clear(api_.event_synchronize(f.event));
+    Completed();
+    completed_ = ++seq_;
+    return completed_;
+  }
+  for (const Fence& f : pending_) Clear(api_.event_synchronize(f.event));
+  return Completed();
+}
+
+}  // namespace stoker
