@@ -156,3 +156,49 @@ def test_the_pool_is_unregistered_when_the_loader_and_its_batches_go(native, tmp
         bases.append(base)
     for base in bases:
         assert not registered(base), "a finished loader's pool is still pinned: host memory leaks per epoch"
+
+
+EXITS = r"""
+import sys, torch, stoker
+sys.path.insert(0, {tests!r})
+from test_cuda import Filled
+mode = sys.argv[1]
+ds = Filled(64)
+if mode == "persistent":  # live workers, a held batch and copies in flight at exit
+    loader = stoker.DataLoader(ds, batch_size=4, num_workers=2, pin_memory=True, persistent_workers=True)
+    for epoch in range(2):
+        for step, b in enumerate(loader):
+            keep = b
+            torch.cuda._sleep(20_000_000)
+            x = b["x"].cuda(non_blocking=True)
+            if epoch == 1 and step == 3:
+                break
+elif mode == "epochs":  # workers forked again each epoch, after CUDA is up
+    loader = stoker.DataLoader(ds, batch_size=4, num_workers=2, pin_memory=True)
+    for epoch in range(4):
+        for b in loader:
+            x = b["x"].cuda(non_blocking=True)
+    torch.cuda.synchronize()
+    assert torch.equal(x[:, 0].cpu(), torch.arange(60, 64).float()), x[:, 0]
+elif mode == "exception":
+    def train():
+        for b in stoker.DataLoader(ds, batch_size=4, num_workers=2, pin_memory=True):
+            torch.cuda._sleep(20_000_000)
+            b["x"].cuda(non_blocking=True)
+            raise ValueError("loss is nan")
+    try:
+        train()
+    except ValueError:
+        pass
+print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["persistent", "epochs", "exception"])
+def test_a_process_using_pinned_batches_exits_cleanly(mode):
+    import os
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", EXITS.format(tests=os.path.dirname(__file__)), mode],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr[-3000:]
