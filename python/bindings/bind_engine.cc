@@ -45,10 +45,8 @@ void BindEngine(py::module_& m) {
              api.event_destroy = reinterpret_cast<decltype(api.event_destroy)>(fn("cudaEventDestroy"));
              api.get_last_error = reinterpret_cast<decltype(api.get_last_error)>(fn("cudaGetLastError"));
              Check(e.EnableCuda(api)); })
-      .def_property_readonly("cuda_enabled", &Engine::cuda_enabled)
-      .def("pin_committed", &Engine::PinCommitted)
+      .def_property_readonly("pin_error", &Engine::pin_error)
       .def("record_fence", [](Engine& e, uintptr_t stream) { return e.RecordFence(reinterpret_cast<void*>(stream)); })
-      .def("drain_fences", &Engine::DrainFences)
       .def("watch", [](Engine& e, uint32_t w, int pid) { Check(e.Watch(w, pid)); })
       .def("forget", &Engine::Forget)
       .def("shutdown", &Engine::Shutdown)

@@ -508,8 +508,8 @@ class _StokerIter(_BaseDataLoaderIter):
         except StopIteration:
             self._close_progress()
             raise
-        if self._pin_memory:  # both paths: register what the arena grew by
-            self._pin_new_memory()
+        if self._cuda_on and self._engine.pin_error:
+            self._pin_failed()
         self._stats.batch(t0)
         if self._progress is not None:
             self._progress.update()
@@ -546,11 +546,9 @@ class _StokerIter(_BaseDataLoaderIter):
                             "pinned batch may be reused before the GPU has copied it: call "
                             "torch.cuda.synchronize() before dropping batches")
 
-    def _pin_new_memory(self):
-        err = self._engine.pin_committed()  # what the pool grew by
-        if err:
-            self._warn_once("pin", f"stoker: cudaHostRegister of the slot pool failed (CUDA error {err}); "
-                            "batches in memory the pool grows by from now on are not pinned")
+    def _pin_failed(self):
+        self._warn_once("pin", f"stoker: cudaHostRegister of a slot's memory failed (CUDA error "
+                        f"{self._engine.pin_error}); batches in regions made from now on are not pinned")
 
     def _shutdown_for_good(self) -> bool:
         return self._shutdown and not self._persistent_workers

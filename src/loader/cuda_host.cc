@@ -10,7 +10,7 @@ constexpr unsigned kEventDisableTiming = 2;
 CudaHost::~CudaHost() {
   for (const Fence& f : pending_) Clear(api_.event_synchronize(f.event));
   Retire();
-  for (auto it = ranges_.rbegin(); it != ranges_.rend(); ++it) Clear(api_.host_unregister(it->first));
+  for (const auto& [p, bytes] : ranges_) Clear(api_.host_unregister(p));
 }
 
 int CudaHost::Clear(int err) {
@@ -25,18 +25,20 @@ void CudaHost::Retire() {
   spare_.clear();
 }
 
-int CudaHost::PinUpTo(uint8_t* base, uint64_t upto) {
-  if (pin_failed_ || upto <= pinned_upto_) return kCudaSuccess;
-  void* p = base + pinned_upto_;
-  const uint64_t n = upto - pinned_upto_;
-  const int err = Clear(api_.host_register(p, n, kHostRegisterPortable));
+int CudaHost::Register(void* p, uint64_t bytes) {
+  if (pin_error_ != kCudaSuccess) return pin_error_;
+  if (bytes == 0 || ranges_.count(p)) return kCudaSuccess;
+  const int err = Clear(api_.host_register(p, bytes, kHostRegisterPortable));
   if (err != kCudaSuccess) {
-    pin_failed_ = true;
+    pin_error_ = err;
     return err;
   }
-  ranges_.emplace_back(p, n);
-  pinned_upto_ = upto;
+  ranges_.emplace(p, bytes);
   return kCudaSuccess;
+}
+
+void CudaHost::Unregister(void* p) {
+  if (ranges_.erase(p)) Clear(api_.host_unregister(p));
 }
 
 int CudaHost::Record(void* stream) {

@@ -1,17 +1,23 @@
 // CudaHost: the slot pool as CUDA pinned memory, without linking CUDA.
 //
-// pin_memory=True makes the pool itself the pinned staging memory: its pages
-// are registered with cudaHostRegister as the arena grows, so a batch's
-// `.cuda(non_blocking=True)` is a DMA straight out of its slot.  That copy
-// runs later, on the GPU's stream, while the training loop has long dropped
-// the CPU tensor: a slot freed the moment its last view goes could be
-// refilled by a worker while the copy still reads it.  PyTorch's own pinned
-// memory avoids this by recording an event on the copy's stream; stoker
-// cannot see the copy, so it fences instead: each time the training loop
-// asks for a batch an event is recorded on its current stream, and a held
-// slot whose last view was dropped stays out of the free list until an
-// event recorded after that moment has completed (every copy out of it was
-// queued before the drop, so before that event).
+// pin_memory=True makes the pool itself the pinned staging memory: each slot's
+// region is registered with cudaHostRegister while it belongs to a slot, so
+// a batch's `.cuda(non_blocking=True)` is a DMA straight out of its slot.
+// Only regions are registered, never free space: the driver pins the pages
+// it registers, and a range the pool gives back (a hole punched, or
+// MADV_DONTNEED) would leave the registration on the old pages while new
+// ones appear at the same addresses; copies would read stale bytes, and the
+// old pages would stay allocated outside max_memory.
+//
+// A non-blocking copy runs later, on the GPU's stream, while the training
+// loop has long dropped the CPU tensor: a slot freed the moment its last
+// view goes could be refilled by a worker while the copy still reads it.
+// PyTorch's own pinned memory avoids this by recording an event on the
+// copy's stream; stoker cannot see the copy, so it fences instead: each
+// time the training loop asks for a batch an event is recorded on its
+// current stream, and a held slot whose last view was dropped stays out of
+// the free list until an event recorded after that moment has completed
+// (every copy out of it was queued before the drop, so before that event).
 //
 // The runtime's entry points come from the libcudart that torch loaded (as
 // plain addresses), so one build of stoker works with and without CUDA and
@@ -29,7 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <utility>
+#include <map>
 #include <vector>
 
 namespace stoker {
@@ -65,11 +71,14 @@ class CudaHost {
   CudaHost(const CudaHost&) = delete;
   CudaHost& operator=(const CudaHost&) = delete;
 
-  // Registers [base + pinned_upto(), base + upto) (cudaHostRegisterPortable).
-  // Returns the runtime's error; after one, nothing more is registered.
-  int PinUpTo(uint8_t* base, uint64_t upto);
-  uint64_t pinned_upto() const { return pinned_upto_; }
-  bool pin_failed() const { return pin_failed_; }
+  // Registers [p, p + bytes) (cudaHostRegisterPortable; it backs the pages
+  // if they are not yet).  Returns the runtime's error; after one, nothing
+  // more is registered and pin_error() keeps it.
+  int Register(void* p, uint64_t bytes);
+  // Unregisters a range Register took; nothing for any other pointer.
+  void Unregister(void* p);
+  int pin_error() const { return pin_error_; }
+  size_t registered() const { return ranges_.size(); }
 
   // Records fence number recorded()+1 on `stream`.  Returns the runtime's error.
   int Record(void* stream);
@@ -87,9 +96,8 @@ class CudaHost {
   int Clear(int err);  // returns err, after clearing it as the last error
 
   CudaRuntimeApi api_;
-  std::vector<std::pair<void*, uint64_t>> ranges_;  // registered (pointer, bytes)
-  uint64_t pinned_upto_ = 0;
-  bool pin_failed_ = false;
+  std::map<void*, uint64_t> ranges_;  // registered: pointer -> bytes
+  int pin_error_ = kCudaSuccess;
   struct Fence {
     void* event;
     uint64_t seq;

@@ -80,17 +80,13 @@ Result<bool> Engine::SizeRegion(uint32_t slot, uint64_t bytes, bool writer_backs
   if (s.capacity >= bytes) return true;
   if (AlignUp(std::max(bytes, kMinRegion), 4096) > budget()) return TooBig(bytes);
   bytes = AlignUp(std::max(bytes, kMinRegion), 4096);
-  if (s.capacity) {
-    alloc_.Free(s.offset, s.capacity);
-    s.capacity = 0;
-  }
+  if (s.capacity) FreeRegionLocked(s);
   auto off = alloc_.Allocate(bytes);
   // Take regions back from idle free slots, coldest (bottom of the stack) first.
   for (size_t i = 0; !off && i < free_.size(); ++i) {
     LocalSlot& idle = slots_[free_[i]];
     if (idle.capacity == 0) continue;
-    alloc_.Free(idle.offset, idle.capacity);
-    idle.capacity = 0;
+    FreeRegionLocked(idle);
     off = alloc_.Allocate(bytes);
   }
   if (!off && alloc_.warm_free() > 0) {
@@ -107,7 +103,14 @@ Result<bool> Engine::SizeRegion(uint32_t slot, uint64_t bytes, bool writer_backs
   s.offset = *off;
   s.capacity = bytes;
   arena_->slot(slot)->region_backed = writer_backs ? 0 : 1;
+  if (cuda_) (void)cuda_->Register(arena_->base() + s.offset, s.capacity);  // an error: pin_error()
   return true;
+}
+
+void Engine::FreeRegionLocked(LocalSlot& s) {
+  if (cuda_) cuda_->Unregister(arena_->base() + s.offset);  // before its pages can be given back
+  alloc_.Free(s.offset, s.capacity);
+  s.capacity = 0;
 }
 
 uint64_t Engine::RegionFor(uint64_t payload_bytes) const {
@@ -314,7 +317,10 @@ void Engine::FreeFencedLocked(uint64_t done) {
 Status Engine::EnableCuda(const CudaRuntimeApi& api) {
   if (!api.complete()) return Status::InvalidArgument("a CUDA runtime entry point is missing");
   std::lock_guard<std::mutex> g(mu_);
-  if (!cuda_) cuda_ = std::make_unique<CudaHost>(api);
+  if (cuda_) return Status::OK();
+  cuda_ = std::make_unique<CudaHost>(api);
+  for (const LocalSlot& s : slots_)  // the regions made before
+    if (s.capacity) (void)cuda_->Register(arena_->base() + s.offset, s.capacity);
   return Status::OK();
 }
 
@@ -323,10 +329,9 @@ bool Engine::cuda_enabled() {
   return cuda_ != nullptr;
 }
 
-int Engine::PinCommitted() {
+int Engine::pin_error() {
   std::lock_guard<std::mutex> g(mu_);
-  if (!cuda_) return kCudaSuccess;
-  return cuda_->PinUpTo(arena_->base(), arena_->committed_bytes());
+  return cuda_ ? cuda_->pin_error() : kCudaSuccess;
 }
 
 int Engine::RecordFence(void* stream) {

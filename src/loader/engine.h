@@ -139,14 +139,15 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // slot is FREE only once a fence recorded after this call has completed.
   void Release(uint32_t slot);
 
-  // pin_memory (loader/cuda_host.h): registers the pool with CUDA through
-  // `api` from now on, and fences held slots.  InvalidArgument when an
-  // entry point is missing.  Main process only.
+  // pin_memory (loader/cuda_host.h): from now on every slot's region is
+  // registered with CUDA through `api` while it belongs to the slot, and
+  // held slots are fenced.  InvalidArgument when an entry point is missing.
+  // Main process only.
   Status EnableCuda(const CudaRuntimeApi& api);
   bool cuda_enabled();
-  // Registers what the arena grew by since the last call; returns the
-  // runtime's error (after one, no more memory is registered).
-  int PinCommitted();
+  // The first error registering a region (0: none; after one, regions made
+  // later are not pinned: their copies to the GPU are synchronous).
+  int pin_error();
   // Records a fence on `stream` (the training loop's current stream, each
   // time it asks for a batch) and frees fenced slots whose fence completed.
   // Returns the runtime's error.
@@ -215,6 +216,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool AnythingPending();
   // REQUIRES: mu_ held.  HELD/READY -> FREE now.
   void FreeLocked(uint32_t slot);
+  struct LocalSlot;
+  // REQUIRES: mu_ held.  Gives a slot's region back to the allocator (unregistered first).
+  void FreeRegionLocked(LocalSlot& s);
   // REQUIRES: mu_ held.  Frees the fenced slots released before fence `done`.
   void FreeFencedLocked(uint64_t done);
   void OnWorkerExit(uint32_t worker, const ExitInfo& info);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include "fake_cuda.h"
@@ -16,34 +17,35 @@ namespace {
 
 using testing::FakeCuda;
 
-TEST(CudaHost, RegistersWhatTheArenaGrewByAndUnregistersItAllAtTheEnd) {
+TEST(CudaHost, RegistersRangesOnceAndUnregistersThemAllAtTheEnd) {
   FakeCuda::Reset();
   alignas(4096) static uint8_t mem[3 * 4096];
   {
     CudaHost h(FakeCuda::Api());
-    EXPECT_EQ(h.PinUpTo(mem, 4096), 0);
-    EXPECT_EQ(h.PinUpTo(mem, 4096), 0);  // nothing new
-    EXPECT_EQ(h.PinUpTo(mem, 3 * 4096), 0);
+    EXPECT_EQ(h.Register(mem, 4096), 0);
+    EXPECT_EQ(h.Register(mem, 4096), 0);  // already registered: nothing new
+    EXPECT_EQ(h.Register(mem + 4096, 2 * 4096), 0);
     ASSERT_EQ(FakeCuda::Get().registered.size(), 2u);
-    EXPECT_EQ(FakeCuda::Get().registered[0], std::make_pair(static_cast<void*>(mem), size_t{4096}));
     EXPECT_EQ(FakeCuda::Get().registered[1], std::make_pair(static_cast<void*>(mem + 4096), size_t{2 * 4096}));
-    EXPECT_TRUE(FakeCuda::Get().unregistered.empty());
+    h.Unregister(mem + 4096);
+    h.Unregister(mem + 8);  // never registered: nothing
+    ASSERT_EQ(FakeCuda::Get().unregistered.size(), 1u);
+    EXPECT_EQ(h.registered(), 1u);
   }
-  ASSERT_EQ(FakeCuda::Get().unregistered.size(), 2u);  // each registration, last first
-  EXPECT_EQ(FakeCuda::Get().unregistered[0], mem + 4096);
+  ASSERT_EQ(FakeCuda::Get().unregistered.size(), 2u) << "what is left is unregistered at the end";
   EXPECT_EQ(FakeCuda::Get().unregistered[1], mem);
 }
 
-TEST(CudaHost, AFailedRegistrationIsReportedOnceAndNothingMoreIsRegistered) {
+TEST(CudaHost, AFailedRegistrationIsKeptAndNothingMoreIsRegistered) {
   FakeCuda::Reset();
   alignas(4096) static uint8_t mem[2 * 4096];
   CudaHost h(FakeCuda::Api());
   FakeCuda::Get().register_error = 2;  // cudaErrorMemoryAllocation
-  EXPECT_EQ(h.PinUpTo(mem, 4096), 2);
-  EXPECT_TRUE(h.pin_failed());
+  EXPECT_EQ(h.Register(mem, 4096), 2);
+  EXPECT_EQ(h.pin_error(), 2);
   EXPECT_EQ(FakeCuda::Get().last_error, 0) << "the failure is not left for torch's next launch to report";
   FakeCuda::Get().register_error = 0;
-  EXPECT_EQ(h.PinUpTo(mem, 2 * 4096), 0);
+  EXPECT_EQ(h.Register(mem + 4096, 4096), 2);
   EXPECT_TRUE(FakeCuda::Get().registered.empty());
 }
 
@@ -101,8 +103,6 @@ TEST(EngineFences, ADroppedBatchsSlotIsReusedOnlyOnceAFenceAfterTheDropCompleted
   FakeCuda::Reset();
   auto e = Engine::Create(EngineOptions{0, 16 << 20, 4, false}).value();
   ASSERT_TRUE(e->EnableCuda(FakeCuda::Api()).ok());
-  EXPECT_EQ(e->PinCommitted(), 0);
-  EXPECT_FALSE(FakeCuda::Get().registered.empty());
   int stream = 0;
   ASSERT_EQ(e->RecordFence(&stream), 0);   // fence 1: before batch a is even made
   const uint32_t a = HoldBatch(*e, 1);
@@ -153,18 +153,51 @@ TEST(EngineFences, ABatchNeverHandedOutIsFreedAtOnceAndNoFencesWithoutCuda) {
   EXPECT_TRUE(FakeCuda::Get().events.empty());
 }
 
-TEST(EngineFences, TheEngineUnregistersThePoolBeforeItGoes) {
+// Every registration is exactly a live slot region: the allocator never
+// gets back (and never discards) a range CUDA still has pinned.
+void ExpectRegistrationsAreRegions(Engine& e) {
+  std::map<void*, size_t> regions;
+  for (uint32_t i = 0; i < 4; ++i) {
+    uint64_t cap = 0;
+    uint8_t* r = e.LocalRegion(i, &cap);
+    if (cap) regions[r] = cap;
+  }
+  EXPECT_EQ(FakeCuda::Get().live, regions);
+}
+
+TEST(EngineFences, RegionsAreRegisteredWhileTheyBelongToASlotAndUnregisteredBeforeTheyGoBack) {
   FakeCuda::Reset();
   {
-    auto e = Engine::Create(EngineOptions{0, 16 << 20, 4, false}).value();
+    auto e = Engine::Create(EngineOptions{0, 2 << 20, 4, false}).value();
+    const uint32_t before = HoldBatch(*e, 5);  // made before CUDA is enabled
     ASSERT_TRUE(e->EnableCuda(FakeCuda::Api()).ok());
-    HoldBatch(*e, 5);  // grows the arena
-    EXPECT_EQ(e->PinCommitted(), 0);
-    EXPECT_EQ(FakeCuda::Get().registered.size(), 1u);
-    EXPECT_TRUE(FakeCuda::Get().unregistered.empty());
+    EXPECT_EQ(FakeCuda::Get().registered.size(), 1u) << "regions made before are registered at enable";
+    int stream = 0;
+    e->Release(before);
+    ASSERT_EQ(e->RecordFence(&stream), 0);
+    FakeCuda::FinishUpTo(1);
+    ASSERT_EQ(e->RecordFence(&stream), 0);
+    FakeCuda::FinishUpTo(2);
+    ASSERT_EQ(e->RecordFence(&stream), 0);
+    // Batches that outgrow the regions in a 2 MiB budget: regions are taken
+    // back from idle slots and warm free space is discarded to fit.
+    for (uint64_t bytes : {100u << 10, 300u << 10, 700u << 10, 1500u << 10, 200u << 10, 1800u << 10}) {
+      uint32_t slot = 0;
+      auto got = e->AcquireLocal(bytes, &slot);
+      ASSERT_TRUE(got.ok() && got.value()) << bytes;
+      e->CompleteLocal(slot, bytes);
+      e->MarkHeld(slot);
+      ExpectRegistrationsAreRegions(*e);
+      e->Release(slot);
+      FakeCuda::FinishUpTo(FakeCuda::Get().records);
+      ASSERT_EQ(e->RecordFence(&stream), 0);
+      FakeCuda::FinishUpTo(FakeCuda::Get().records);
+      ASSERT_EQ(e->RecordFence(&stream), 0);
+      ExpectRegistrationsAreRegions(*e);
+    }
+    EXPECT_GE(FakeCuda::Get().unregistered.size(), 1u) << "regions were given back along the way";
   }
-  ASSERT_EQ(FakeCuda::Get().unregistered.size(), 1u);
-  EXPECT_EQ(FakeCuda::Get().unregistered[0], FakeCuda::Get().registered[0].first);
+  EXPECT_TRUE(FakeCuda::Get().live.empty()) << "the engine unregisters every region before the pool goes";
 }
 
 TEST(EngineFences, AMissingEntryPointIsRefused) {

@@ -6,6 +6,7 @@
 #define STOKER_TESTS_UNIT_FAKE_CUDA_H_
 
 #include <cstdint>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -24,8 +25,9 @@ struct FakeCuda {
   int query_error = 0;        // returned by event_query instead of the state, when set
   int record_error = 0;       // returned by event_record, when set
   int register_error = 0;     // returned by host_register, when set
-  std::vector<std::pair<void*, size_t>> registered;
+  std::vector<std::pair<void*, size_t>> registered;  // every call, in order
   std::vector<void*> unregistered;
+  std::map<void*, size_t> live;  // registered now
   int synchronizes = 0;
   int last_error = 0;   // as the runtime's: set by a call that fails, reset by get_last_error
   int cleared = 0;      // get_last_error calls that found an error
@@ -58,10 +60,12 @@ struct FakeCuda {
     a.host_register = [](void* p, size_t n, unsigned) {
       if (Get().register_error) return Fail(Get().register_error);
       Get().registered.emplace_back(p, n);
+      Get().live[p] = n;
       return 0;
     };
     a.host_unregister = [](void* p) {
       Get().unregistered.push_back(p);
+      Get().live.erase(p);
       return 0;
     };
     a.event_create_with_flags = [](void** e, unsigned) {
