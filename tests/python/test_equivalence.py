@@ -149,6 +149,7 @@ def test_in_order_false_does_not_wait_for_a_slow_sample():
     assert ordered == list(range(12))
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the behaviour without CUDA (with it: test_cuda.py)")
 def test_pin_memory_without_cuda_behaves_like_torch():
     with pytest.warns(UserWarning, match="pin_memory"):
         t = list(TorchLoader(IndexDataset(6), batch_size=2, pin_memory=True, num_workers=2))
