@@ -134,7 +134,11 @@ Result<bool> Scheduler::Dispatch(uint64_t batch_id, TaskSpec& spec, int worker) 
     if (ReadyInSlots() || handing_out_) return Busy(worker);
     // Nothing in flight: only batches the training loop holds take memory,
     // or ones it dropped whose copies to the GPU may not be done yet.
-    if (engine_->DrainFences()) continue;
+    // (A wait for the GPU: the blocking hooks let other threads run meanwhile.)
+    if (before_block_) before_block_();
+    const bool drained = engine_->DrainFences();
+    if (after_block_) after_block_();
+    if (drained) continue;
     if (reclaim_ && !reclaimed) {
       reclaim_();
       reclaimed = true;

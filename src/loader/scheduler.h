@@ -123,7 +123,8 @@ class Scheduler {
     size_t retry;        // handed back or orphaned, waiting to be sent again
   };
   Depths QueueDepths() const;
-  // Called around the blocking wait (e.g. to release a GIL).
+  // Called around the blocking waits (for workers, and for the GPU when the
+  // pool's only free memory waits for pin_memory fences), e.g. to release a GIL.
   void SetBlockingHooks(std::function<void()> before, std::function<void()> after) {
     before_block_ = std::move(before);
     after_block_ = std::move(after);

@@ -320,6 +320,8 @@ TEST(Scheduler, APoolFullOfFencedSlotsIsDrainedNotReportedAsHeld) {
   ASSERT_TRUE(e->EnableCuda(testing::FakeCuda::Api()).ok());
   pid_t p0 = ForkWorker(e, 0, 100 << 10), p1 = ForkWorker(e, 1, 100 << 10);
   Scheduler s(e, SchedulerOptions{2, 4, true, false});
+  s.SetBlockingHooks([] { testing::FakeCuda::Get().blocking = true; },
+                     [] { testing::FakeCuda::Get().blocking = false; });
   RangeSource src(60);
   s.Reset(&src, false);
   int stream = 0;
@@ -342,6 +344,8 @@ TEST(Scheduler, APoolFullOfFencedSlotsIsDrainedNotReportedAsHeld) {
   }
   EXPECT_EQ(n, 60u);
   EXPECT_GE(testing::FakeCuda::Get().synchronizes, 1) << "the pool ran dry and was drained";
+  EXPECT_EQ(testing::FakeCuda::Get().synchronizes_holding, 0)
+      << "every wait for the GPU ran inside the blocking hooks (the GIL released)";
   s.Clear();
   Reap(e, {p0, p1});
 }

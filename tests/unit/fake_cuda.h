@@ -29,6 +29,8 @@ struct FakeCuda {
   std::vector<void*> unregistered;
   std::map<void*, size_t> live;  // registered now
   int synchronizes = 0;
+  bool blocking = false;          // the test's "GIL released" state (Scheduler blocking hooks)
+  int synchronizes_holding = 0;   // waits for the GPU made while not blocking
   int last_error = 0;   // as the runtime's: set by a call that fails, reset by get_last_error
   int cleared = 0;      // get_last_error calls that found an error
 
@@ -85,6 +87,7 @@ struct FakeCuda {
     };
     a.event_synchronize = [](void* e) {
       ++Get().synchronizes;
+      Get().synchronizes_holding += !Get().blocking;
       FinishUpTo(At(e).order);
       return 0;
     };
