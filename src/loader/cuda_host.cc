@@ -71,17 +71,14 @@ uint64_t CudaHost::Completed() {
 }
 
 uint64_t CudaHost::Drain() {
-  // A fence the caller could not record (no stream yet, or the runtime
-  // failing) cannot be waited for: count everything recorded so far and one
-  // more as complete, so no slot stays out of use for good.
-  if (!have_stream_ || Record(last_stream_) != kCudaSuccess) {
-    for (const Fence& f : pending_) Clear(api_.event_synchronize(f.event));
-    Completed();
-    completed_ = ++seq_;
-    return completed_;
-  }
+  const bool recorded = have_stream_ && Record(last_stream_) == kCudaSuccess;
   for (const Fence& f : pending_) Clear(api_.event_synchronize(f.event));
-  return Completed();
+  Completed();
+  // A fence that could not be recorded (no stream yet, or the runtime
+  // failing) cannot be waited for: everything so far counts as complete, so
+  // no slot stays out of use for good.
+  if (!recorded) completed_ = ++seq_;
+  return completed_;
 }
 
 }  // namespace stoker

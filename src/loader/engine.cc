@@ -128,7 +128,7 @@ Result<bool> Engine::Dispatch(uint32_t worker, uint64_t batch_id, uint64_t gener
   if (ring.Full()) return false;
   std::lock_guard<std::mutex> g(mu_);
   if (shutdown_) return Status::Closed("the loader is shut down");
-  if (!fenced_.empty()) FreeFencedLocked(cuda_->Completed());
+  FreeCompletedFencesLocked();
   if (free_.empty()) return false;
   const uint32_t slot = free_.back();
   STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, RegionFor(payload_bytes), true));
@@ -307,6 +307,10 @@ void Engine::FreeLocked(uint32_t slot) {
   free_.push_back(slot);
 }
 
+void Engine::FreeCompletedFencesLocked() {
+  if (!fenced_.empty()) FreeFencedLocked(cuda_->Completed());
+}
+
 void Engine::FreeFencedLocked(uint64_t done) {
   while (!fenced_.empty() && fenced_.front().after < done) {
     FreeLocked(fenced_.front().slot);
@@ -324,11 +328,6 @@ Status Engine::EnableCuda(const CudaRuntimeApi& api) {
   return Status::OK();
 }
 
-bool Engine::cuda_enabled() {
-  std::lock_guard<std::mutex> g(mu_);
-  return cuda_ != nullptr;
-}
-
 int Engine::pin_error() {
   std::lock_guard<std::mutex> g(mu_);
   return cuda_ ? cuda_->pin_error() : kCudaSuccess;
@@ -338,7 +337,7 @@ int Engine::RecordFence(void* stream) {
   std::lock_guard<std::mutex> g(mu_);
   if (!cuda_) return kCudaSuccess;
   const int err = cuda_->Record(stream);
-  if (!fenced_.empty()) FreeFencedLocked(cuda_->Completed());
+  FreeCompletedFencesLocked();
   return err;
 }
 
@@ -351,7 +350,7 @@ bool Engine::DrainFences() {
 
 bool Engine::ShouldCopyOut(uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
-  if (!fenced_.empty()) FreeFencedLocked(cuda_->Completed());
+  FreeCompletedFencesLocked();
   const uint64_t reserve = std::max<uint64_t>(expected_, kMinRegion) * std::max<uint32_t>(1, opts_.num_workers);
   const uint64_t cap = slots_[slot].capacity;
   const bool out = held_bytes_ + cap + reserve > budget() ||
@@ -362,7 +361,7 @@ bool Engine::ShouldCopyOut(uint32_t slot) {
 
 Result<bool> Engine::AcquireLocal(uint64_t bytes, uint32_t* slot_out) {
   std::lock_guard<std::mutex> g(mu_);
-  if (!fenced_.empty()) FreeFencedLocked(cuda_->Completed());
+  FreeCompletedFencesLocked();
   if (free_.empty()) return false;
   const uint32_t slot = free_.back();
   STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, std::max(bytes, RegionFor(0)), false));

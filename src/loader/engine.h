@@ -144,7 +144,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // held slots are fenced.  InvalidArgument when an entry point is missing.
   // Main process only.
   Status EnableCuda(const CudaRuntimeApi& api);
-  bool cuda_enabled();
   // The first error registering a region (0: none; after one, regions made
   // later are not pinned: their copies to the GPU are synchronous).
   int pin_error();
@@ -221,6 +220,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void FreeRegionLocked(LocalSlot& s);
   // REQUIRES: mu_ held.  Frees the fenced slots released before fence `done`.
   void FreeFencedLocked(uint64_t done);
+  // REQUIRES: mu_ held.  ... before the last fence known complete (queries the pending ones).
+  void FreeCompletedFencesLocked();
   void OnWorkerExit(uint32_t worker, const ExitInfo& info);
 
   struct LocalSlot {

@@ -5,6 +5,7 @@ loop dropped it, and the pool is unregistered when it goes.
 Needs CUDA: outside the default run (`pytest -m cuda` on a GPU machine; see
 docs/memory.md).  The logic without a GPU: tests/unit/cuda_host_test.cc."""
 import ctypes
+import functools
 import gc
 
 import numpy as np
@@ -145,11 +146,15 @@ def test_copies_on_a_side_stream_the_loop_waits_for_are_safe():
     check_rows(out)
 
 
+@functools.lru_cache(maxsize=None)
+def cudart():
+    from stoker._cuda import runtime_api
+    return ctypes.CDLL(runtime_api()[1])
+
+
 def registered(address):
     """True when `address` lies in memory registered with CUDA."""
-    from stoker._cuda import runtime_api
-    _api, path = runtime_api()
-    rt = ctypes.CDLL(path)
+    rt = cudart()
     attrs = (ctypes.c_int * 256)()  # room for cudaPointerAttributes; its first field is the memory type
     err = rt.cudaPointerGetAttributes(attrs, ctypes.c_void_p(address))
     rt.cudaGetLastError()  # an expected failure is not torch's next launch's error

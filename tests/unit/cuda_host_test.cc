@@ -201,11 +201,14 @@ TEST(EngineFences, RegionsAreRegisteredWhileTheyBelongToASlotAndUnregisteredBefo
 }
 
 TEST(EngineFences, AMissingEntryPointIsRefused) {
+  FakeCuda::Reset();
   auto e = Engine::Create(EngineOptions{0, 16 << 20, 4, false}).value();
   CudaRuntimeApi api = FakeCuda::Api();
   api.event_query = nullptr;
   EXPECT_EQ(e->EnableCuda(api).code(), Status::Code::kInvalidArgument);
-  EXPECT_FALSE(e->cuda_enabled());
+  e->Release(HoldBatch(*e, 6));
+  EXPECT_EQ(e->Stats().slots_free, 4u) << "refused: no fences, a release frees at once";
+  EXPECT_TRUE(FakeCuda::Get().registered.empty()) << "refused: nothing registered";
 }
 
 }  // namespace
