@@ -127,7 +127,8 @@ def median_interval(values, resamples=10000, seed=0):
 
 
 def target_summary(rows, key, target):
-    """"0.84x (95% interval 0.78-0.90; 11 of 15 rounds >= 0.8x)"."""
+    """The median of `key` over the rounds, its 95% interval and how many
+    rounds reach `target`, as one phrase for the summary line."""
     v = [r[key] for r in rows]
     lo, hi = median_interval(v)
     return (f"{statistics.median(v):.2f}x (95% interval {lo:.2f}-{hi:.2f}; "
