@@ -11,7 +11,10 @@ directory of that many files costs (the bytes are next to nothing).
 With --fits, the cache has room for every remote shard and holds all
 --cached + 300 of them: the fetchers have nothing to fetch, and the time of a
 later epoch over them (two, after a first that writes the record indexes) is
-what the fetchers' looking for work costs the readers.  Prints one line and
+what the fetchers' looking for work costs the readers.  --remote sets how
+many shards the store holds (default --cached + 300): with many more remote
+shards than cached ones, what looking for the cached ones costs (`stats()`,
+timed at the end, median of 20 calls).  Prints one line and
 a JSON line.  With --package DIR, imports stoker from DIR (an
 installed copy of another commit, to compare).
 """
@@ -32,6 +35,7 @@ def main():
     ap.add_argument("--dir", default="/var/tmp/stoker-cache-turnover")
     ap.add_argument("--package", default=None)
     ap.add_argument("--fits", action="store_true", help="every shard cached, room for all: time later epochs")
+    ap.add_argument("--remote", type=int, default=0, help="shards on the store (default: --cached + 300)")
     args = ap.parse_args()
     if args.package:
         sys.path.insert(0, args.package)
@@ -40,9 +44,11 @@ def main():
     from stoker.cache import StreamingDataset, write_index
     from stoker.io import write_tfrecord
 
-    root = os.path.join(args.dir, str(args.cached))
+    total = args.remote or args.cached + 300
+    if total <= args.cached:
+        raise SystemExit(f"--remote {total} must be more than --cached {args.cached}")
+    root = os.path.join(args.dir, f"{args.cached}-{total}")
     remote, local = os.path.join(root, "remote"), os.path.join(root, "cache")
-    total = args.cached + 300
     if not os.path.exists(os.path.join(remote, "index.txt")):
         os.makedirs(remote, exist_ok=True)
         first = os.path.join(remote, "shard-000000.tfrecord")
@@ -78,11 +84,18 @@ def main():
     d0, t0 = ds.stats()["downloads"], time.perf_counter()
     time.sleep(args.seconds)
     st, dt = ds.stats(), time.perf_counter() - t0
+    stats_ms = []
+    for _ in range(20):
+        t1 = time.perf_counter()
+        ds.stats()
+        stats_ms.append((time.perf_counter() - t1) * 1e3)
+    stats_ms = sorted(stats_ms)[10]
     ds.close()
     n = st["downloads"] - d0
-    print(f"{args.cached} cached shards: {n} downloads in {dt:.1f} s = {dt / max(1, n) * 1e3:.1f} ms each "
-          f"(2 fetchers), {st['evictions']} evictions in all")
-    print(json.dumps({"cached": args.cached, "downloads": n, "seconds": dt, "ms_per_download": dt / max(1, n) * 1e3}))
+    print(f"{args.cached} cached shards of {total}: {n} downloads in {dt:.1f} s = {dt / max(1, n) * 1e3:.1f} ms each "
+          f"(2 fetchers), {st['evictions']} evictions in all; stats() {stats_ms:.1f} ms")
+    print(json.dumps({"cached": args.cached, "remote": total, "downloads": n, "seconds": dt,
+                      "ms_per_download": dt / max(1, n) * 1e3, "stats_ms": stats_ms}))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "io/crc32c.h"
 
@@ -241,9 +242,18 @@ Result<uint64_t> ShardCache::UsedBytes() const {
 
 std::vector<uint32_t> ShardCache::CachedAmong(const std::vector<ShardInfo>& shards) const {
   Result<LockFd> dirlock = LockDirectory(LOCK_SH);  // (held to the end when had)
+  // One listing, then a stat (for the size) only of the shards present: a
+  // remote dataset of many shards, a few of them cached, costs a stat per
+  // cached shard instead of one per remote shard.
+  std::unordered_set<std::string> present;
+  if (DIR* d = opendir(dir_.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') present.emplace(e->d_name);
+    closedir(d);
+  }
   std::vector<uint32_t> out;
   for (uint32_t i = 0; i < shards.size(); ++i)
-    if (IsCached(shards[i])) out.push_back(i);
+    if (present.count(shards[i].name) && IsCached(shards[i])) out.push_back(i);
   return out;
 }
 

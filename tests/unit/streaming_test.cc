@@ -249,6 +249,37 @@ TEST(ShardCache, EvictsNothingWhenEvictingCannotMakeRoom) {
   fs::remove_all(dir);
 }
 
+TEST(ShardCache, CachedAmongCountsOnlyCompleteShardsOfTheirIndexedSize) {
+  const std::string dir = ::testing::TempDir() + "among_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/src");
+  std::ofstream(dir + "/src/a.tar") << std::string(4000, 'a');
+  std::ofstream(dir + "/src/b.tar") << std::string(4000, 'b');
+  std::ofstream(dir + "/src/c.tar") << std::string(3000, 'c');
+  auto cache = ShardCache::Open(dir + "/cache", 100000, EvictionOrder::kOldest);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  auto store = Store::Open(dir + "/src");
+  ASSERT_TRUE(store.ok());
+  for (const char* n : {"a.tar", "b.tar", "c.tar"})
+    ASSERT_TRUE(cache.value()->Fetch(*store.value(), ShardInfo{n, std::string(n) == "c.tar" ? 3000u : 4000u}).ok());
+  fs::resize_file(dir + "/cache/b.tar", 1000);  // damaged: not the size the index gives
+  fs::remove(dir + "/cache/c.tar");
+  std::ofstream(dir + "/cache/c.tar.part") << std::string(3000, 'c');  // a download, not a shard
+  // Many remote shards, three of them with files in the directory: a, b
+  // (wrong size) and c (only its part).
+  std::vector<ShardInfo> remote;
+  for (int i = 0; i < 1000; ++i) remote.push_back(ShardInfo{"r-" + std::to_string(i) + ".tar", 4000});
+  remote[10] = ShardInfo{"a.tar", 4000};
+  remote[500] = ShardInfo{"b.tar", 4000};
+  remote[900] = ShardInfo{"c.tar", 3000};
+  EXPECT_EQ(cache.value()->CachedAmong(remote), std::vector<uint32_t>{10});
+  remote[11] = ShardInfo{"a.tar", 4000};  // listed twice: both places
+  remote[500] = ShardInfo{"b.tar", 1000};  // the size the file has
+  EXPECT_EQ(cache.value()->CachedAmong(remote), (std::vector<uint32_t>{10, 11, 500}));
+  EXPECT_TRUE(cache.value()->CachedAmong({}).empty());
+  fs::remove_all(dir);
+}
+
 TEST(ShardCache, RefusesADirectoryHoldingOtherFiles) {
   const std::string dir = ::testing::TempDir() + "foreign_" + std::to_string(getpid());
   fs::remove_all(dir);
