@@ -83,6 +83,29 @@ std::vector<int64_t> Epoch(Loader& l) {
   return ys;
 }
 
+// A cache directory <dir>/cache over a file store <dir>/src holding
+// `files` (name, bytes), under a fresh temporary <dir>.
+struct CacheOverFiles {
+  std::string dir;
+  std::unique_ptr<ShardCache> cache;
+  std::unique_ptr<Store> store;
+};
+CacheOverFiles MakeCacheOverFiles(const std::string& tag, uint64_t max_bytes,
+                                  const std::vector<std::pair<std::string, size_t>>& files) {
+  CacheOverFiles c;
+  c.dir = ::testing::TempDir() + tag + "_" + std::to_string(getpid());
+  fs::remove_all(c.dir);
+  fs::create_directories(c.dir + "/src");
+  for (const auto& [name, bytes] : files) std::ofstream(c.dir + "/src/" + name) << std::string(bytes, name[0]);
+  auto cache = ShardCache::Open(c.dir + "/cache", max_bytes, EvictionOrder::kOldest);
+  EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+  if (cache.ok()) c.cache = std::move(cache).value();
+  auto store = Store::Open(c.dir + "/src");
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  if (store.ok()) c.store = std::move(store).value();
+  return c;
+}
+
 TEST(ShardIndex, ParsesFourColumnsAndRoundTrips) {
   auto r = ParseShardIndex("# c\na.tar 10\nb.tar 20 0000abcd\nc.tar 30 - 7\n\n", "idx");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -217,51 +240,37 @@ TEST(LockFd, AForkedChildDoesNotKeepTheParentsLock) {
 }
 
 TEST(ShardCache, EvictsNothingWhenEvictingCannotMakeRoom) {
-  const std::string dir = ::testing::TempDir() + "noroom_" + std::to_string(getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir + "/src");
-  std::ofstream(dir + "/src/a.tar") << std::string(4000, 'a');
-  std::ofstream(dir + "/src/b.tar") << std::string(4000, 'b');
-  std::ofstream(dir + "/src/c.tar") << std::string(7000, 'c');
-  auto cache = ShardCache::Open(dir + "/cache", 10000, EvictionOrder::kOldest);
-  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
-  auto store = Store::Open(dir + "/src");
-  ASSERT_TRUE(store.ok());
-  auto a = cache.value()->Fetch(*store.value(), ShardInfo{"a.tar", 4000});  // held: in use
+  CacheOverFiles t = MakeCacheOverFiles("noroom", 10000, {{"a.tar", 4000}, {"b.tar", 4000}, {"c.tar", 7000}});
+  ASSERT_TRUE(t.cache && t.store);
+  const std::string& dir = t.dir;
+  auto a = t.cache->Fetch(*t.store, ShardInfo{"a.tar", 4000});  // held: in use
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  ASSERT_TRUE(cache.value()->Fetch(*store.value(), ShardInfo{"b.tar", 4000}).ok());  // not held
+  ASSERT_TRUE(t.cache->Fetch(*t.store, ShardInfo{"b.tar", 4000}).ok());  // not held
   // c needs b and a gone; a is in use, so evicting b alone would not do.
-  auto c = cache.value()->Fetch(*store.value(), ShardInfo{"c.tar", 7000});
+  auto c = t.cache->Fetch(*t.store, ShardInfo{"c.tar", 7000});
   ASSERT_FALSE(c.ok());
   EXPECT_TRUE(c.status().IsResourceExhausted()) << c.status().ToString();
   EXPECT_NE(c.status().message().find("is full"), std::string::npos) << c.status().ToString();
-  EXPECT_TRUE(cache.value()->IsCached(ShardInfo{"b.tar", 4000}));
-  EXPECT_EQ(cache.value()->evictions(), 0u);
+  EXPECT_TRUE(t.cache->IsCached(ShardInfo{"b.tar", 4000}));
+  EXPECT_EQ(t.cache->evictions(), 0u);
   a = ShardCache::Pin();  // a is free: evicting both makes room...
-  c = cache.value()->Fetch(*store.value(), ShardInfo{"c.tar", 7000}, /*may_evict=*/false);
+  c = t.cache->Fetch(*t.store, ShardInfo{"c.tar", 7000}, /*may_evict=*/false);
   ASSERT_FALSE(c.ok());  // ...but not for a fetch that may not evict (full mode's)
   EXPECT_NE(c.status().message().find("no room for shard c.tar without evicting"), std::string::npos)
       << c.status().ToString();
-  EXPECT_EQ(cache.value()->evictions(), 0u);
-  c = cache.value()->Fetch(*store.value(), ShardInfo{"c.tar", 7000});
+  EXPECT_EQ(t.cache->evictions(), 0u);
+  c = t.cache->Fetch(*t.store, ShardInfo{"c.tar", 7000});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(cache.value()->evictions(), 2u);
+  EXPECT_EQ(t.cache->evictions(), 2u);
   fs::remove_all(dir);
 }
 
 TEST(ShardCache, CachedAmongCountsOnlyCompleteShardsOfTheirIndexedSize) {
-  const std::string dir = ::testing::TempDir() + "among_" + std::to_string(getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir + "/src");
-  std::ofstream(dir + "/src/a.tar") << std::string(4000, 'a');
-  std::ofstream(dir + "/src/b.tar") << std::string(4000, 'b');
-  std::ofstream(dir + "/src/c.tar") << std::string(3000, 'c');
-  auto cache = ShardCache::Open(dir + "/cache", 100000, EvictionOrder::kOldest);
-  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
-  auto store = Store::Open(dir + "/src");
-  ASSERT_TRUE(store.ok());
+  CacheOverFiles t = MakeCacheOverFiles("among", 100000, {{"a.tar", 4000}, {"b.tar", 4000}, {"c.tar", 3000}});
+  ASSERT_TRUE(t.cache && t.store);
+  const std::string& dir = t.dir;
   for (const char* n : {"a.tar", "b.tar", "c.tar"})
-    ASSERT_TRUE(cache.value()->Fetch(*store.value(), ShardInfo{n, std::string(n) == "c.tar" ? 3000u : 4000u}).ok());
+    ASSERT_TRUE(t.cache->Fetch(*t.store, ShardInfo{n, std::string(n) == "c.tar" ? 3000u : 4000u}).ok());
   fs::resize_file(dir + "/cache/b.tar", 1000);  // damaged: not the size the index gives
   fs::remove(dir + "/cache/c.tar");
   std::ofstream(dir + "/cache/c.tar.part") << std::string(3000, 'c');  // a download, not a shard
@@ -272,11 +281,11 @@ TEST(ShardCache, CachedAmongCountsOnlyCompleteShardsOfTheirIndexedSize) {
   remote[10] = ShardInfo{"a.tar", 4000};
   remote[500] = ShardInfo{"b.tar", 4000};
   remote[900] = ShardInfo{"c.tar", 3000};
-  EXPECT_EQ(cache.value()->CachedAmong(remote), std::vector<uint32_t>{10});
+  EXPECT_EQ(t.cache->CachedAmong(remote), std::vector<uint32_t>{10});
   remote[11] = ShardInfo{"a.tar", 4000};  // listed twice: both places
   remote[500] = ShardInfo{"b.tar", 1000};  // the size the file has
-  EXPECT_EQ(cache.value()->CachedAmong(remote), (std::vector<uint32_t>{10, 11, 500}));
-  EXPECT_TRUE(cache.value()->CachedAmong({}).empty());
+  EXPECT_EQ(t.cache->CachedAmong(remote), (std::vector<uint32_t>{10, 11, 500}));
+  EXPECT_TRUE(t.cache->CachedAmong({}).empty());
   fs::remove_all(dir);
 }
 
