@@ -26,6 +26,10 @@ one worker, sendfile off) from the page cache.  Per round, in this order:
 "vs curl" divides by the best of curl's 1-, 2- and 3-connection rates, each
 the mean of its run before and after the streaming runs of the round (one
 nginx worker: more connections than that gain curl nothing).
+Also per round: the TCP segments the machine retransmitted during the
+first no-cache epoch and during curl's 3-connection run before it
+(/proc/net/snmp; on loopback they are spurious: reordered or late-acknowledged
+segments sent again, which costs the server's CPU).
 With --pin, nginx runs on one CPU and everything else (curl, stoker) on
 another: the server with a core of its own, as a remote store has its own
 machine, instead of taking CPU from whichever client uses more of it.
@@ -87,6 +91,29 @@ def write_tfrecord_shard(path, s, shard_mb):
 
 def dataset_bytes(root):
     return sum(os.path.getsize(os.path.join(root, f)) for f in os.listdir(root) if f.endswith(".tfrecord"))
+
+
+def tcp_retransmits():
+    """The kernel's count of TCP segments retransmitted (/proc/net/snmp,
+    RetransSegs: every socket on the machine), or None where it cannot be
+    read.  On loopback nothing is lost; what is sent again is what the
+    sender took for lost (reordered or not yet acknowledged) and the
+    receiver then drops as a duplicate."""
+    try:
+        with open("/proc/net/snmp") as f:
+            tcp = [line.split() for line in f if line.startswith("Tcp:")]
+        return int(tcp[1][tcp[0].index("RetransSegs")])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def retransmitted(run):
+    """run()'s result and the TCP segments retransmitted while it ran (None
+    where the count cannot be read)."""
+    before = tcp_retransmits()
+    out = run()
+    after = tcp_retransmits()
+    return out, (after - before if before is not None and after is not None else None)
 
 
 def curl_rate(urls, total, connections, into=None):
@@ -177,7 +204,9 @@ def main():
                 while fh.read(1 << 24):
                     pass
         for r in range(args.rounds):
-            before = [curl_rate(urls, total, k) for k in CURL_CONNECTIONS]
+            before = [curl_rate(urls, total, k) for k in CURL_CONNECTIONS[:-1]]
+            last, curl_retrans = retransmitted(lambda: curl_rate(urls, total, CURL_CONNECTIONS[-1]))
+            before.append(last)
             streamed = {}
             for where, cold, budget in (("none", os.path.join(args.dir, "cold"), 0),
                                         ("shm", "/dev/shm/stoker-streaming-cold", total // 2),
@@ -187,11 +216,12 @@ def main():
                                       shuffle_window=2, prefetch=4, fetchers=FETCHERS)
                 loader = stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
                 first = []
-                s_rate, n = epoch_rate(loader, total, first)
+                (s_rate, n), retrans = retransmitted(lambda: epoch_rate(loader, total, first))
                 assert n == args.shards * args.shard_mb * RECORD * 4
                 streamed[where] = (s_rate, ds.stats())
                 if where == "none":
                     first_batch_ms = first[0] * 1e3
+                    stoker_retrans = retrans
                 if where == "none":  # its second epoch: buffers and connections warm
                     loader.set_epoch(1)
                     streamed["none_epoch2"] = (epoch_rate(loader, total)[0], ds.stats())
@@ -223,6 +253,7 @@ def main():
             for k, m, a, b in zip(CURL_CONNECTIONS, means, before, after):
                 row[f"curl_{k}conn_GBps"] = m / 1e9
                 row[f"curl_{k}conn_before_after_GBps"] = [a / 1e9, b / 1e9]
+            row |= {"retransmitted_streaming_none": stoker_retrans, f"retransmitted_curl_{CURL_CONNECTIONS[-1]}conn_before": curl_retrans}
             row |= {"streaming_none_first_batch_ms": first_batch_ms, "curl_to_shm_files_GBps": c3 / 1e9, "dd_fsync_GBps": dd / 1e9,
                    "cached_GBps": c_rate / 1e9, "native_GBps": n_rate / 1e9, "cached_vs_native": c_rate / n_rate}
             for where, (rate_, st) in streamed.items():
@@ -239,15 +270,20 @@ def main():
                   f"half cache on /dev/shm {row['streaming_shm_GBps']:.2f} = {row['streaming_shm_vs_curl']:.2f}x, "
                   f"on disk {row['streaming_disk_GBps']:.2f} = {row['streaming_disk_vs_curl']:.2f}x (dd conv=fsync "
                   f"{dd / 1e9:.2f}); cached {c_rate / 1e9:.2f} GB/s vs native {n_rate / 1e9:.2f} = "
-                  f"{row['cached_vs_native']:.2f}x", flush=True)
+                  f"{row['cached_vs_native']:.2f}x; TCP segments retransmitted: stoker's first epoch {stoker_retrans}, "
+                  f"curl's {CURL_CONNECTIONS[-1]}-connection run before it {curl_retrans}", flush=True)
     finally:
         server.stop()
-    med = {k: statistics.median(r[k] for r in rows) for k in rows[0] if not isinstance(rows[0][k], list)}
+    med = {k: statistics.median(r[k] for r in rows) for k in rows[0]
+           if not isinstance(rows[0][k], list) and all(r[k] is not None for r in rows)}
     print(f"median of {len(rows)}{' (pinned)' if args.pin else ''}: streaming full, no cache {med['streaming_none_vs_curl']:.2f}x curl to /dev/null "
           f"(2nd epoch {med['streaming_none_epoch2_vs_curl']:.2f}x; first batch "
           f"{med['streaming_none_first_batch_ms']:.0f} ms), half cache on /dev/shm "
           f"{med['streaming_shm_vs_curl']:.2f}x, on disk {med['streaming_disk_vs_curl']:.2f}x; cached "
-          f"{med['cached_vs_native']:.2f}x native ({total / 1e9:.2f} GB in {args.shards} shards)")
+          f"{med['cached_vs_native']:.2f}x native ({total / 1e9:.2f} GB in {args.shards} shards)"
+          + (f"; TCP segments retransmitted, stoker's first epoch {med['retransmitted_streaming_none']:.0f}, "
+             f"curl's {CURL_CONNECTIONS[-1]} connections {med[f'retransmitted_curl_{CURL_CONNECTIONS[-1]}conn_before']:.0f}"
+             if "retransmitted_streaming_none" in med else ""))
     print(f"targets over {len(rows)} rounds: no cache, first epoch vs curl "
           f"{target_summary(rows, 'streaming_none_vs_curl', 0.8)}; second epoch "
           f"{target_summary(rows, 'streaming_none_epoch2_vs_curl', 0.8)}; cached vs native "
