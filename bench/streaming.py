@@ -222,8 +222,7 @@ def main():
                 if where == "none":
                     first_batch_ms = first[0] * 1e3
                     stoker_retrans = retrans
-                if where == "none":  # its second epoch: buffers and connections warm
-                    loader.set_epoch(1)
+                    loader.set_epoch(1)  # its second epoch: buffers and connections warm
                     streamed["none_epoch2"] = (epoch_rate(loader, total)[0], ds.stats())
                 ds.close()
                 shutil.rmtree(cold, ignore_errors=True)
