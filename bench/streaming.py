@@ -14,12 +14,16 @@ one worker, sendfile off) from the page cache.  Per round, in this order:
              decoding into the pool); for the first epoch with no cache
              also the time from iter() to the first batch:
                no cache:   max_bytes=0, every shard through memory; a fresh
-                           dataset's first epoch, then its second;
+                           dataset's first epoch, then its second; twice:
+                           the fetchers where the scheduler puts them, and
+                           confined to this process's last CPU
+                           (fetcher_cpus=[N]: on two cores nginx then has
+                           the other to itself; which goes first alternates);
                half cache: an empty cache of half the dataset's size on
                            /dev/shm and on --dir's disk (half the shards are
                            written there, fsynced; the rest stream through
                            memory);
-  curl again (1 and 2 connections), and curl into files on /dev/shm;
+  curl again (1, 2 and 3 connections), and curl into files on /dev/shm;
   cached:    a StreamingDataset whose cache holds every shard against
              stoker.io.TFRecordDataset over the same files with the same
              loader: four epochs each, alternating, the medians.
@@ -27,7 +31,7 @@ one worker, sendfile off) from the page cache.  Per round, in this order:
 the mean of its run before and after the streaming runs of the round (one
 nginx worker: more connections than that gain curl nothing).
 Also per round: the TCP segments the machine retransmitted during the
-first no-cache epoch and during curl's 3-connection run before it
+first no-cache epochs and during curl's 3-connection run before it
 (/proc/net/snmp; on loopback they are spurious: reordered or late-acknowledged
 segments sent again, which costs the server's CPU).
 With --pin, nginx runs on one CPU and everything else (curl, stoker) on
@@ -196,6 +200,9 @@ def main():
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(server.proc.pid, {cpus[0]})
         os.sched_setaffinity(0, {cpus[1]})  # threads and children started from here on inherit it
+    # The no-cache epochs run twice per round: fetchers where the scheduler
+    # puts them, and confined to this process's last CPU (fetcher_cpus).
+    fetcher_cpus = [max(os.sched_getaffinity(0))]
     rows = []
     try:
         urls = [f"{server.url}/{n}" for n in names]
@@ -208,22 +215,26 @@ def main():
             last, curl_retrans = retransmitted(lambda: curl_rate(urls, total, CURL_CONNECTIONS[-1]))
             before.append(last)
             streamed = {}
-            for where, cold, budget in (("none", os.path.join(args.dir, "cold"), 0),
-                                        ("shm", "/dev/shm/stoker-streaming-cold", total // 2),
-                                        ("disk", os.path.join(args.dir, "cold"), total // 2)):
+            first_batch_ms, stoker_retrans = {}, {}
+            # No cache with the fetchers wherever the scheduler puts them and
+            # confined to one CPU (fetcher_cpus), which goes first alternating.
+            no_cache = [("none", None), ("none_fcpu", fetcher_cpus)][::-1 if r % 2 else 1]
+            for where, cold, budget, cpus in ([(w, os.path.join(args.dir, "cold"), 0, c) for w, c in no_cache] +
+                                              [("shm", "/dev/shm/stoker-streaming-cold", total // 2, None),
+                                               ("disk", os.path.join(args.dir, "cold"), total // 2, None)]):
                 shutil.rmtree(cold, ignore_errors=True)
                 ds = StreamingDataset(server.url, cold, max_bytes=budget, mode="full", features=FEATURES,
-                                      shuffle_window=2, prefetch=4, fetchers=FETCHERS)
+                                      shuffle_window=2, prefetch=4, fetchers=FETCHERS, fetcher_cpus=cpus)
                 loader = stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
                 first = []
                 (s_rate, n), retrans = retransmitted(lambda: epoch_rate(loader, total, first))
                 assert n == args.shards * args.shard_mb * RECORD * 4
                 streamed[where] = (s_rate, ds.stats())
-                if where == "none":
-                    first_batch_ms = first[0] * 1e3
-                    stoker_retrans = retrans
+                if where.startswith("none"):
+                    first_batch_ms[where] = first[0] * 1e3
+                    stoker_retrans[where] = retrans
                     loader.set_epoch(1)  # its second epoch: buffers and connections warm
-                    streamed["none_epoch2"] = (epoch_rate(loader, total)[0], ds.stats())
+                    streamed[where + "_epoch2"] = (epoch_rate(loader, total)[0], ds.stats())
                 ds.close()
                 shutil.rmtree(cold, ignore_errors=True)
             after = [curl_rate(urls, total, k) for k in CURL_CONNECTIONS]
@@ -252,9 +263,12 @@ def main():
             for k, m, a, b in zip(CURL_CONNECTIONS, means, before, after):
                 row[f"curl_{k}conn_GBps"] = m / 1e9
                 row[f"curl_{k}conn_before_after_GBps"] = [a / 1e9, b / 1e9]
-            row |= {"retransmitted_streaming_none": stoker_retrans, f"retransmitted_curl_{CURL_CONNECTIONS[-1]}conn_before": curl_retrans}
-            row |= {"streaming_none_first_batch_ms": first_batch_ms, "curl_to_shm_files_GBps": c3 / 1e9, "dd_fsync_GBps": dd / 1e9,
-                   "cached_GBps": c_rate / 1e9, "native_GBps": n_rate / 1e9, "cached_vs_native": c_rate / n_rate}
+            for where in ("none", "none_fcpu"):
+                row[f"retransmitted_streaming_{where}"] = stoker_retrans[where]
+                row[f"streaming_{where}_first_batch_ms"] = first_batch_ms[where]
+            row |= {f"retransmitted_curl_{CURL_CONNECTIONS[-1]}conn_before": curl_retrans,
+                    "curl_to_shm_files_GBps": c3 / 1e9, "dd_fsync_GBps": dd / 1e9,
+                    "cached_GBps": c_rate / 1e9, "native_GBps": n_rate / 1e9, "cached_vs_native": c_rate / n_rate}
             for where, (rate_, st) in streamed.items():
                 row[f"streaming_{where}_GBps"] = rate_ / 1e9
                 row[f"streaming_{where}_vs_curl"] = rate_ / curl
@@ -262,30 +276,39 @@ def main():
             rows.append(row)
             conns = ", ".join(f"{a / 1e9:.2f}/{b / 1e9:.2f} ({k} conn{'s' if k > 1 else ''})"
                               for k, a, b in zip(CURL_CONNECTIONS, before, after))
-            print(f"round {r}: curl {conns} GB/s before/after, {c3 / 1e9:.2f} into files on /dev/shm; streaming "
-                  f"full: no cache {row['streaming_none_GBps']:.2f} GB/s = {row['streaming_none_vs_curl']:.2f}x curl "
-                  f"(first batch {first_batch_ms:.0f} ms) "
-                  f"(2nd epoch {row['streaming_none_epoch2_GBps']:.2f} = {row['streaming_none_epoch2_vs_curl']:.2f}x), "
-                  f"half cache on /dev/shm {row['streaming_shm_GBps']:.2f} = {row['streaming_shm_vs_curl']:.2f}x, "
-                  f"on disk {row['streaming_disk_GBps']:.2f} = {row['streaming_disk_vs_curl']:.2f}x (dd conv=fsync "
-                  f"{dd / 1e9:.2f}); cached {c_rate / 1e9:.2f} GB/s vs native {n_rate / 1e9:.2f} = "
-                  f"{row['cached_vs_native']:.2f}x; TCP segments retransmitted: stoker's first epoch {stoker_retrans}, "
-                  f"curl's {CURL_CONNECTIONS[-1]}-connection run before it {curl_retrans}", flush=True)
+
+            def no_cache(where):
+                return (f"{row[f'streaming_{where}_GBps']:.2f} GB/s = {row[f'streaming_{where}_vs_curl']:.2f}x curl "
+                        f"(first batch {first_batch_ms[where]:.0f} ms; 2nd epoch {row[f'streaming_{where}_epoch2_GBps']:.2f}"
+                        f" = {row[f'streaming_{where}_epoch2_vs_curl']:.2f}x; TCP segments retransmitted "
+                        f"{stoker_retrans[where]})")
+            print(f"round {r}: curl {conns} GB/s before/after (TCP segments retransmitted in the "
+                  f"{CURL_CONNECTIONS[-1]}-connection run before: {curl_retrans}), {c3 / 1e9:.2f} into files on "
+                  f"/dev/shm; streaming full, no cache: {no_cache('none')}, with fetcher_cpus={fetcher_cpus} "
+                  f"{no_cache('none_fcpu')}; half cache on /dev/shm {row['streaming_shm_GBps']:.2f} = "
+                  f"{row['streaming_shm_vs_curl']:.2f}x, on disk {row['streaming_disk_GBps']:.2f} = "
+                  f"{row['streaming_disk_vs_curl']:.2f}x (dd conv=fsync {dd / 1e9:.2f}); cached {c_rate / 1e9:.2f} "
+                  f"GB/s vs native {n_rate / 1e9:.2f} = {row['cached_vs_native']:.2f}x", flush=True)
     finally:
         server.stop()
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]
            if not isinstance(rows[0][k], list) and all(r[k] is not None for r in rows)}
-    print(f"median of {len(rows)}{' (pinned)' if args.pin else ''}: streaming full, no cache {med['streaming_none_vs_curl']:.2f}x curl to /dev/null "
-          f"(2nd epoch {med['streaming_none_epoch2_vs_curl']:.2f}x; first batch "
-          f"{med['streaming_none_first_batch_ms']:.0f} ms), half cache on /dev/shm "
-          f"{med['streaming_shm_vs_curl']:.2f}x, on disk {med['streaming_disk_vs_curl']:.2f}x; cached "
-          f"{med['cached_vs_native']:.2f}x native ({total / 1e9:.2f} GB in {args.shards} shards)"
-          + (f"; TCP segments retransmitted, stoker's first epoch {med['retransmitted_streaming_none']:.0f}, "
-             f"curl's {CURL_CONNECTIONS[-1]} connections {med[f'retransmitted_curl_{CURL_CONNECTIONS[-1]}conn_before']:.0f}"
-             if "retransmitted_streaming_none" in med else ""))
+
+    def no_cache_median(where):
+        return (f"{med[f'streaming_{where}_vs_curl']:.2f}x curl to /dev/null (2nd epoch "
+                f"{med[f'streaming_{where}_epoch2_vs_curl']:.2f}x; first batch "
+                f"{med[f'streaming_{where}_first_batch_ms']:.0f} ms"
+                + (f"; TCP segments retransmitted {med[f'retransmitted_streaming_{where}']:.0f}"
+                   if f"retransmitted_streaming_{where}" in med else "") + ")")
+    print(f"median of {len(rows)}{' (pinned)' if args.pin else ''}: streaming full, no cache "
+          f"{no_cache_median('none')}, with fetcher_cpus={fetcher_cpus} {no_cache_median('none_fcpu')}; half cache "
+          f"on /dev/shm {med['streaming_shm_vs_curl']:.2f}x, on disk {med['streaming_disk_vs_curl']:.2f}x; cached "
+          f"{med['cached_vs_native']:.2f}x native ({total / 1e9:.2f} GB in {args.shards} shards)")
     print(f"targets over {len(rows)} rounds: no cache, first epoch vs curl "
-          f"{target_summary(rows, 'streaming_none_vs_curl', 0.8)}; second epoch "
-          f"{target_summary(rows, 'streaming_none_epoch2_vs_curl', 0.8)}; cached vs native "
+          f"{target_summary(rows, 'streaming_none_vs_curl', 0.8)}, with fetcher_cpus "
+          f"{target_summary(rows, 'streaming_none_fcpu_vs_curl', 0.8)}; second epoch "
+          f"{target_summary(rows, 'streaming_none_epoch2_vs_curl', 0.8)}, with fetcher_cpus "
+          f"{target_summary(rows, 'streaming_none_fcpu_epoch2_vs_curl', 0.8)}; cached vs native "
           f"{target_summary(rows, 'cached_vs_native', 0.9)}")
     print(json.dumps({"rounds": rows, "median": med, "bytes": total, "pinned": args.pin}))
 

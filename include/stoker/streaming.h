@@ -66,6 +66,8 @@ struct StreamingOptions {
   std::vector<TarFieldDecl> tar_fields; // tar: empty: inferred from the first shard
   OnError on_error = OnError::kRaise;
   uint32_t fetchers = 2;                // download threads (each with its own connection)
+  std::vector<int> fetcher_cpus;        // the CPUs the fetchers may run on (each one this process
+                                        // may use); empty: wherever the scheduler puts them
   uint32_t prefetch = 4;                // kFull: shards fetched ahead of the readers
   uint32_t stream_buffers = 0;          // kFull: memory buffers for shards the cache has no room for
                                         // (each as large as the largest shard); 0: 2 * (shuffle_window +

@@ -162,7 +162,7 @@ void BindCache(py::module_& m) {
                              const std::string& mode, const std::string& eviction, const py::object& shards,
                              const std::string& index, const std::string& format, const FeatureArgs& features,
                              const TarFieldArgs& tar_fields,
-                             const std::string& on_error, uint32_t fetchers, uint32_t prefetch, uint32_t stream_buffers,
+                             const std::string& on_error, uint32_t fetchers, const std::vector<int>& fetcher_cpus, uint32_t prefetch, uint32_t stream_buffers,
                              uint32_t shuffle_window,
                              uint32_t min_shards, uint64_t fetch_seed, double wait_timeout_s, int attempts,
                              double backoff_s, double max_backoff_s, double connect_timeout_s, double stall_timeout_s) {
@@ -184,6 +184,7 @@ void BindCache(py::module_& m) {
              o.tar_fields = TarDecls(tar_fields);
              o.on_error = ParseOnError(on_error);
              o.fetchers = fetchers;
+             o.fetcher_cpus = fetcher_cpus;
              o.prefetch = prefetch;
              o.stream_buffers = stream_buffers;
              o.shuffle_window = shuffle_window;

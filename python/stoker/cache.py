@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -55,6 +55,23 @@ parse_shard_index = N.lib.parse_shard_index
 __all__ = ["Store", "ShardCache", "StreamingDataset", "StreamingSampler", "parse_shard_index", "write_index"]
 
 _SHARD_EXTS = {".tfrecord": "tfrecord", ".tfrecords": "tfrecord", ".tfr": "tfrecord", ".tar": "tar"}
+
+
+def _cpu_list(name: str, cpus) -> list[int]:
+    """`cpus` (None or CPU numbers) as a list for the native layer; a bad
+    value is a ValueError naming `name` (whether the process may use each CPU
+    is checked there, against its affinity)."""
+    if cpus is None:
+        return []
+    if isinstance(cpus, (str, bytes)) or not isinstance(cpus, Iterable):
+        raise ValueError(f"StreamingDataset: {name} should be CPU numbers (e.g. [2, 3] or range(4, 8)), got {cpus!r}")
+    out = list(cpus)
+    for c in out:
+        if not isinstance(c, int) or isinstance(c, bool) or c < 0:
+            raise ValueError(f"StreamingDataset: {name} should be CPU numbers >= 0, got {c!r} in {cpus!r}")
+    if not out:
+        raise ValueError(f"StreamingDataset: {name} is empty: name at least one CPU, or leave it None")
+    return out
 
 
 def write_index(directory: str | os.PathLike, name: str = "index.txt", format: str | None = None) -> str:
@@ -83,8 +100,8 @@ def write_index(directory: str | os.PathLike, name: str = "index.txt", format: s
 class StreamingDataset(NativeDataset):
     """StreamingDataset(remote, local, max_bytes, mode="growing", *,
     features=None, fields=None, shards=None, index="index.txt",
-    eviction="oldest", fetchers=2, prefetch=4, stream_buffers=0,
-    shuffle_window=4, min_shards=1,
+    eviction="oldest", fetchers=2, fetcher_cpus=None, prefetch=4,
+    stream_buffers=0, shuffle_window=4, min_shards=1,
     fetch_seed=0, wait_timeout=None, on_error="raise", attempts=5,
     backoff_s=0.1, max_backoff_s=5.0, connect_timeout_s=10.0,
     stall_timeout_s=30.0)
@@ -105,6 +122,10 @@ class StreamingDataset(NativeDataset):
     within a quarter of the memory this process may use, each the size of the
     largest shard; MemoryError when a shuffle window of them would take more
     than half).
+    fetchers download threads, each with its own connection; fetcher_cpus
+    (CPU numbers, each one this process may run on) confines them to those
+    CPUs, e.g. to keep them off the cores the training step uses, or off the
+    core a store's server on the same machine needs (docs/streaming.md).
     An epoch's samples come shard by shard: shards shuffled, and the samples of
     shuffle_window shards at a time shuffled together (stoker.DataLoader uses
     this order; its seed= and set_epoch() drive it).  The constructor returns
@@ -113,7 +134,7 @@ class StreamingDataset(NativeDataset):
     def __init__(self, remote: str | os.PathLike, local: str | os.PathLike, max_bytes: int, mode: str = "growing", *,
                  features: Mapping[str, tuple] | None = None, fields: Mapping[str, Any] | None = None,
                  shards=None, index: str = "index.txt", eviction: str = "oldest", fetchers: int = 2,
-                 prefetch: int = 4, stream_buffers: int = 0, shuffle_window: int = 4, min_shards: int = 1,
+                 fetcher_cpus: Iterable[int] | None = None, prefetch: int = 4, stream_buffers: int = 0, shuffle_window: int = 4, min_shards: int = 1,
                  fetch_seed: int = 0,
                  wait_timeout: float | None = None, on_error: str = "raise", attempts: int = 5,
                  backoff_s: float = 0.1, max_backoff_s: float = 5.0, connect_timeout_s: float = 10.0,
@@ -133,6 +154,7 @@ class StreamingDataset(NativeDataset):
             least = 0 if name in ("prefetch", "stream_buffers") else 1
             if not isinstance(v, int) or isinstance(v, bool) or v < least:
                 raise ValueError(f"StreamingDataset: {name} should be an int >= {least}, got {v!r}")
+        cpus = _cpu_list("fetcher_cpus", fetcher_cpus)
         fmt = "tfrecord" if features is not None else "tar"
         feats = _feature_specs(features, "StreamingDataset") if features is not None else []
         decls = _tar_decls(fields, "StreamingDataset")
@@ -140,7 +162,7 @@ class StreamingDataset(NativeDataset):
         self._args = (os.fspath(remote), os.fspath(local), max_bytes, mode)
         self._native = N.lib.StreamingDataset.open(
             os.fspath(remote), os.fspath(local), int(max_bytes), mode, eviction, shard_rows, index, fmt, feats, decls,
-            on_error, fetchers, prefetch, stream_buffers, shuffle_window, min_shards, int(fetch_seed),
+            on_error, fetchers, cpus, prefetch, stream_buffers, shuffle_window, min_shards, int(fetch_seed),
             float(wait_timeout or 0), int(attempts), float(backoff_s), float(max_backoff_s),
             float(connect_timeout_s), float(stall_timeout_s))
 

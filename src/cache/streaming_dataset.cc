@@ -13,6 +13,7 @@
 #include "stoker/streaming.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -29,9 +30,11 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "cache/shard_cache.h"
+#include "core/cpu_affinity.h"
 #include "core/mix.h"
 #include "core/time_slice.h"
 #include "core/unique_fd.h"
@@ -927,6 +930,12 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     return Status::InvalidArgument(what + ": max_bytes (the cache's budget) must be > 0 in mode 'growing' "
                                    "(mode 'full' takes 0: every shard streamed through memory, none kept)");
   if (o.fetchers < 1) return Status::InvalidArgument(what + ": fetchers must be at least 1");
+  std::optional<cpu_set_t> fetcher_cpus;
+  if (!o.fetcher_cpus.empty()) {
+    Result<cpu_set_t> set = CpuSetOf(o.fetcher_cpus, "fetcher_cpus");
+    if (!set.ok()) return Status::InvalidArgument(what + ": " + set.status().message());
+    fetcher_cpus = set.value();
+  }
   if (o.shuffle_window < 1) return Status::InvalidArgument(what + ": shuffle_window must be at least 1");
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
@@ -997,9 +1006,11 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   }
   std::shared_ptr<StreamingDataset> d(new StreamingDataset(std::move(impl)));
   d->set_on_error(o.on_error);
-  for (auto& s : stores) d->impl_->threads.emplace_back([m = d->impl_.get(), st = std::move(s)]() mutable {
-    m->FetcherMain(std::move(st));
-  });
+  for (auto& s : stores) {
+    d->impl_->threads.emplace_back([m = d->impl_.get(), st = std::move(s)]() mutable { m->FetcherMain(std::move(st)); });
+    pthread_setname_np(d->impl_->threads.back().native_handle(), "stoker-fetch");  // (top -H, py-spy, /proc/*/task/*/comm)
+    if (fetcher_cpus) STOKER_RETURN_IF_ERROR(ConfineThread(d->impl_->threads.back(), *fetcher_cpus, what + ": fetcher_cpus"));
+  }
   STOKER_RETURN_IF_ERROR(d->impl_->BeginEpoch(0));
   if (d->impl_->fields.empty()) {  // tar: the first shard says what the fields are
     std::shared_ptr<Epoch> ep = d->impl_->cur.load();

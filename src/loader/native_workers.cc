@@ -1,5 +1,6 @@
 #include "loader/native_workers.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -57,6 +58,7 @@ void NativeWorkers::Stop() {
 }
 
 void NativeWorkers::Run(uint32_t id, std::latch* started) {
+  pthread_setname_np(pthread_self(), "stoker-reader");  // (top -H, py-spy, /proc/*/task/*/comm)
   // Reader threads below the training loop's threads (docs/native_io.md):
   // best effort, a refusal leaves the thread as it was.
   if (priority_ == ReaderPriority::kLow) {

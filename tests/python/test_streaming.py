@@ -404,6 +404,57 @@ def test_full_mode_without_a_cache_streams_everything_through_memory(server, www
         StreamingDataset(server.url, local, max_bytes=0, features=FEATURES)
 
 
+def stoker_threads():
+    """{name: [Cpus_allowed_list of each]} of this process's threads named stoker-*."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/self/task/{tid}/status") as f:
+                cpus = next(line.split()[1] for line in f if line.startswith("Cpus_allowed_list:"))
+        except (OSError, StopIteration):
+            continue  # (a thread that ended meanwhile)
+        if comm.startswith("stoker-"):
+            out.setdefault(comm, []).append(cpus)
+    return out
+
+
+def test_fetcher_cpus_confines_the_fetchers_and_names_a_cpu_it_cannot_use(server, www, tmp_path):
+    allowed = sorted(os.sched_getaffinity(0))
+    with open("/proc/self/status") as f:  # this process's CPUs, as Linux writes them
+        everywhere = next(line.split()[1] for line in f if line.startswith("Cpus_allowed_list:"))
+    cpu = allowed[-1]
+    ds = StreamingDataset(server.url, str(tmp_path / "a"), max_bytes=0, mode="full", features=FEATURES, fetchers=3,
+                          fetcher_cpus=[cpu], shuffle_window=2)
+    assert stoker_threads()["stoker-fetch"] == [str(cpu)] * 3
+    loader = stoker.DataLoader(ds, batch_size=16, shuffle=True, num_workers=2)
+    ys, readers = [], None
+    for b in loader:  # every sample, downloaded by the confined fetchers
+        readers = readers or stoker_threads().get("stoker-reader")
+        ys.extend(b["y"].tolist())
+    assert sorted(ys) == list(range(N_SHARDS * PER_SHARD))
+    assert ds.stats()["downloads"] == N_SHARDS
+    assert readers is not None and len(readers) == 2  # the loader's reader threads are named too
+    ds.close()
+    assert "stoker-fetch" not in stoker_threads()
+    # Unset: the fetchers keep the process's CPUs.
+    ds = StreamingDataset(server.url, str(tmp_path / "b"), max_bytes=0, mode="full", features=FEATURES, fetchers=2,
+                          shuffle_window=2)
+    assert stoker_threads()["stoker-fetch"] == [everywhere] * 2
+    ds.close()
+    beyond = allowed[-1] + 1
+    with pytest.raises(ValueError, match=f"fetcher_cpus: CPU {beyond} is not one this process may run on \\(its CPUs: "):
+        StreamingDataset(server.url, str(tmp_path / "c"), max_bytes=0, mode="full", features=FEATURES,
+                         fetcher_cpus=[cpu, beyond])
+    for bad, match in (([], "fetcher_cpus is empty"), ("0", "should be CPU numbers"), ([True], "got True"),
+                       ([-1], "got -1"), (3, "should be CPU numbers")):
+        with pytest.raises(ValueError, match=match):
+            StreamingDataset(server.url, str(tmp_path / "c"), max_bytes=0, mode="full", features=FEATURES,
+                             fetcher_cpus=bad)
+    assert "stoker-fetch" not in stoker_threads()  # (a refused dataset leaves no thread behind)
+
+
 def test_full_mode_readers_far_apart_in_the_order_do_not_wait_for_buffers_forever(tmp_path):
     # Batches of 100 samples over shards of 2: each reader works through 12
     # shuffle windows of its own, so the readers need more shards at once
