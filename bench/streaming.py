@@ -279,8 +279,9 @@ def main():
 
             def no_cache(where):
                 return (f"{row[f'streaming_{where}_GBps']:.2f} GB/s = {row[f'streaming_{where}_vs_curl']:.2f}x curl "
-                        f"(first batch {first_batch_ms[where]:.0f} ms; 2nd epoch {row[f'streaming_{where}_epoch2_GBps']:.2f}"
-                        f" = {row[f'streaming_{where}_epoch2_vs_curl']:.2f}x; TCP segments retransmitted "
+                        f"(first batch {first_batch_ms[where]:.0f} ms; 2nd epoch "
+                        f"{row[f'streaming_{where}_epoch2_GBps']:.2f} = "
+                        f"{row[f'streaming_{where}_epoch2_vs_curl']:.2f}x; TCP segments retransmitted "
                         f"{stoker_retrans[where]})")
             print(f"round {r}: curl {conns} GB/s before/after (TCP segments retransmitted in the "
                   f"{CURL_CONNECTIONS[-1]}-connection run before: {curl_retrans}), {c3 / 1e9:.2f} into files on "

@@ -162,8 +162,8 @@ void BindCache(py::module_& m) {
                              const std::string& mode, const std::string& eviction, const py::object& shards,
                              const std::string& index, const std::string& format, const FeatureArgs& features,
                              const TarFieldArgs& tar_fields,
-                             const std::string& on_error, uint32_t fetchers, const std::vector<int>& fetcher_cpus, uint32_t prefetch, uint32_t stream_buffers,
-                             uint32_t shuffle_window,
+                             const std::string& on_error, uint32_t fetchers, const std::vector<int>& fetcher_cpus,
+                             uint32_t prefetch, uint32_t stream_buffers, uint32_t shuffle_window,
                              uint32_t min_shards, uint64_t fetch_seed, double wait_timeout_s, int attempts,
                              double backoff_s, double max_backoff_s, double connect_timeout_s, double stall_timeout_s) {
              StreamingOptions o;

@@ -30,6 +30,7 @@ budget), parse_shard_index / write_index.
 from __future__ import annotations
 
 import math
+import operator
 import os
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -65,10 +66,15 @@ def _cpu_list(name: str, cpus) -> list[int]:
         return []
     if isinstance(cpus, (str, bytes)) or not isinstance(cpus, Iterable):
         raise ValueError(f"StreamingDataset: {name} should be CPU numbers (e.g. [2, 3] or range(4, 8)), got {cpus!r}")
-    out = list(cpus)
-    for c in out:
-        if not isinstance(c, int) or isinstance(c, bool) or c < 0:
+    out = []
+    for c in cpus:
+        try:
+            n = -1 if isinstance(c, bool) else operator.index(c)  # (numpy integers too)
+        except TypeError:
+            n = -1
+        if n < 0:
             raise ValueError(f"StreamingDataset: {name} should be CPU numbers >= 0, got {c!r} in {cpus!r}")
+        out.append(n)
     if not out:
         raise ValueError(f"StreamingDataset: {name} is empty: name at least one CPU, or leave it None")
     return out
@@ -122,7 +128,7 @@ class StreamingDataset(NativeDataset):
     within a quarter of the memory this process may use, each the size of the
     largest shard; MemoryError when a shuffle window of them would take more
     than half).
-    fetchers download threads, each with its own connection; fetcher_cpus
+    fetchers: download threads, each with its own connection; fetcher_cpus
     (CPU numbers, each one this process may run on) confines them to those
     CPUs, e.g. to keep them off the cores the training step uses, or off the
     core a store's server on the same machine needs (docs/streaming.md).
@@ -134,8 +140,8 @@ class StreamingDataset(NativeDataset):
     def __init__(self, remote: str | os.PathLike, local: str | os.PathLike, max_bytes: int, mode: str = "growing", *,
                  features: Mapping[str, tuple] | None = None, fields: Mapping[str, Any] | None = None,
                  shards=None, index: str = "index.txt", eviction: str = "oldest", fetchers: int = 2,
-                 fetcher_cpus: Iterable[int] | None = None, prefetch: int = 4, stream_buffers: int = 0, shuffle_window: int = 4, min_shards: int = 1,
-                 fetch_seed: int = 0,
+                 fetcher_cpus: Iterable[int] | None = None, prefetch: int = 4, stream_buffers: int = 0,
+                 shuffle_window: int = 4, min_shards: int = 1, fetch_seed: int = 0,
                  wait_timeout: float | None = None, on_error: str = "raise", attempts: int = 5,
                  backoff_s: float = 0.1, max_backoff_s: float = 5.0, connect_timeout_s: float = 10.0,
                  stall_timeout_s: float = 30.0):

@@ -1007,9 +1007,10 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   std::shared_ptr<StreamingDataset> d(new StreamingDataset(std::move(impl)));
   d->set_on_error(o.on_error);
   for (auto& s : stores) {
-    d->impl_->threads.emplace_back([m = d->impl_.get(), st = std::move(s)]() mutable { m->FetcherMain(std::move(st)); });
-    pthread_setname_np(d->impl_->threads.back().native_handle(), "stoker-fetch");  // (top -H, py-spy, /proc/*/task/*/comm)
-    if (fetcher_cpus) STOKER_RETURN_IF_ERROR(ConfineThread(d->impl_->threads.back(), *fetcher_cpus, what + ": fetcher_cpus"));
+    std::thread& t = d->impl_->threads.emplace_back(
+        [m = d->impl_.get(), st = std::move(s)]() mutable { m->FetcherMain(std::move(st)); });
+    pthread_setname_np(t.native_handle(), "stoker-fetch");  // (top -H, py-spy, /proc/<pid>/task/*/comm)
+    if (fetcher_cpus) STOKER_RETURN_IF_ERROR(ConfineThread(t, *fetcher_cpus, what + ": fetcher_cpus"));
   }
   STOKER_RETURN_IF_ERROR(d->impl_->BeginEpoch(0));
   if (d->impl_->fields.empty()) {  // tar: the first shard says what the fields are

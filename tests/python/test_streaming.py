@@ -443,12 +443,16 @@ def test_fetcher_cpus_confines_the_fetchers_and_names_a_cpu_it_cannot_use(server
                           shuffle_window=2)
     assert stoker_threads()["stoker-fetch"] == [everywhere] * 2
     ds.close()
+    ds = StreamingDataset(server.url, str(tmp_path / "b"), max_bytes=0, mode="full", features=FEATURES, fetchers=2,
+                          shuffle_window=2, fetcher_cpus=np.array([cpu]))  # (numpy integers are CPU numbers too)
+    assert stoker_threads()["stoker-fetch"] == [str(cpu)] * 2
+    ds.close()
     beyond = allowed[-1] + 1
-    with pytest.raises(ValueError, match=f"fetcher_cpus: CPU {beyond} is not one this process may run on \\(its CPUs: "):
+    with pytest.raises(ValueError, match=f"fetcher_cpus: CPU {beyond} is not one this process may run on \\(its CPU"):
         StreamingDataset(server.url, str(tmp_path / "c"), max_bytes=0, mode="full", features=FEATURES,
                          fetcher_cpus=[cpu, beyond])
     for bad, match in (([], "fetcher_cpus is empty"), ("0", "should be CPU numbers"), ([True], "got True"),
-                       ([-1], "got -1"), (3, "should be CPU numbers")):
+                       ([-1], "got -1"), ([1.0], "got 1.0"), (3, "should be CPU numbers")):
         with pytest.raises(ValueError, match=match):
             StreamingDataset(server.url, str(tmp_path / "c"), max_bytes=0, mode="full", features=FEATURES,
                              fetcher_cpus=bad)

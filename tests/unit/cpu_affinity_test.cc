@@ -35,10 +35,9 @@ TEST(CpuAffinity, RefusesCpusTheProcessCannotUseNamingThem) {
     auto r = CpuSetOf({allowed.front(), bad}, "fetcher_cpus");
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
-    EXPECT_NE(r.status().message().find("fetcher_cpus: CPU " + std::to_string(bad) + " is not one this process may run on (its CPUs: " +
-                                        FormatCpuList(allowed) + ";"),
-              std::string::npos)
-        << r.status().message();
+    const std::string want = "fetcher_cpus: CPU " + std::to_string(bad) +
+                             " is not one this process may run on (its CPUs: " + FormatCpuList(allowed) + ";";
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
   }
 }
 

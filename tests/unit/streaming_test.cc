@@ -453,7 +453,7 @@ TEST(Streaming, ErrorsNameWhatIsWrong) {
   EXPECT_NE(StreamingDataset::Open(o).status().message().find("must be > 0 in mode 'growing'"), std::string::npos);
   EXPECT_TRUE(StreamingDataset::Open(Options(dir, StreamingMode::kFull, 0)).ok());  // full: no cache at all
   o = Options(dir, StreamingMode::kFull, 0);
-  o.fetcher_cpus = {0, -3};
+  o.fetcher_cpus = {-3};
   EXPECT_NE(StreamingDataset::Open(o).status().message().find("fetcher_cpus: CPU -3 is not one this process may run on"),
             std::string::npos);
   // A forked child cannot read (no fetchers there): an error, not a hang.
