@@ -30,6 +30,7 @@ void BindScheduler(py::module_& m) {
              int last = -1;
              p.DeliveredByWorker(&counts, &last);
              return py::make_tuple(counts, last); })
+      .def_property_readonly("generation", &Pump::Generation)
       .def("start_round_robin_at", &Pump::StartRoundRobinAt)
       .def("queue_depths", [](Pump& p) {
              Scheduler::Depths d = p.QueueDepths();

@@ -58,6 +58,7 @@ class Pump {
   void SkipDelivered(uint64_t prefix, const std::vector<uint64_t>& extra) { sched_.SkipDelivered(prefix, extra); }
   void Delivered(uint64_t* prefix, std::vector<uint64_t>* extra) const { sched_.Delivered(prefix, extra); }
   void DeliveredByWorker(std::vector<uint64_t>* counts, int* last) const { sched_.DeliveredByWorker(counts, last); }
+  uint64_t Generation() const { return sched_.generation(); }
   void StartRoundRobinAt(uint32_t worker) { sched_.StartRoundRobinAt(worker); }
   Status Requeue(uint32_t worker) { return sched_.Requeue(worker); }
 

@@ -19,8 +19,26 @@ def get_worker_info():
     return _worker_info.get()
 
 
+#: Submodules that `import stoker` makes reachable as attributes
+#: (stoker.shared.Array, stoker.io.TFRecordDataset, ...), imported on first use.
+_SUBMODULES = ("shared", "io", "cache", "distributed", "errors")
+
+TORCH_MISSING = ("stoker.DataLoader is built on torch.utils.data.DataLoader and needs PyTorch, also with "
+                 "output='numpy': install it with `pip install torch` (or `pip install torch==<version>` to pin "
+                 "the build you train with).  Without torch, stoker.io, stoker.cache and stoker.shared work as "
+                 "they are: iterate a stoker.io dataset or call ds[i] for numpy arrays.")
+
+
 def __getattr__(name):
     if name in ("DataLoader", "DEFAULT_MAX_MEMORY"):
-        from stoker import dataloader
+        try:
+            from stoker import dataloader
+        except ModuleNotFoundError as e:
+            if e.name == "torch":
+                raise ModuleNotFoundError(TORCH_MISSING, name="torch") from None
+            raise
         return getattr(dataloader, name)
+    if name in _SUBMODULES:
+        import importlib
+        return importlib.import_module(f"stoker.{name}")
     raise AttributeError(f"module 'stoker' has no attribute {name!r}")

@@ -76,6 +76,10 @@ class Progress:
             self._bar.close()
             self._bar = None
         elif self._count:
+            try:  # the last count: updates between refreshes are not drawn
+                self.show(describe(self._stats()))
+            except Exception:  # noqa: BLE001 - a display must never fail the loop
+                pass
             sys.stderr.write("\n")
             sys.stderr.flush()
         self._count = 0

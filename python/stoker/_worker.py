@@ -63,6 +63,9 @@ class WorkerConfig:
     rank: int = 0
     world_size: int = 1
     skip_items: int = 0    # iterable dataset resumed mid-epoch: items this worker delivered before
+    rng_board: Any = None  # map-style: stoker._rng_state.RngBoard, where the worker records its random state
+    rng_state: Optional[bytes] = None  # a replacement or resumed worker starts from this state
+    rng_on_board: bool = False  # rng_state was read from rng_board (a replacement)
 
 
 def _seed_like_torch(cfg: WorkerConfig):
@@ -93,9 +96,6 @@ class _Fetcher:
         self.cfg = cfg
         self.dataset_iter = iter(cfg.dataset) if cfg.is_iterable else None
         self.ended = False
-        # An iterable dataset's items whose batch had no room in the pool: the
-        # task comes back, and these items go into it (none is read twice or lost).
-        self.stash = None
         if self.dataset_iter is not None and cfg.skip_items:
             # Resumed mid-epoch: pass over what was delivered before (once).
             next(itertools.islice(self.dataset_iter, cfg.skip_items, cfg.skip_items), None)
@@ -104,9 +104,6 @@ class _Fetcher:
     def fetch(self, kind: int, payload):
         cfg = self.cfg
         if cfg.is_iterable:
-            if self.stash is not None:
-                data, self.stash = self.stash, None
-                return data
             if self.ended:
                 raise StopIteration
             if kind == N.TASK_ITER_BATCH:
@@ -163,20 +160,31 @@ def _default_convert_py(data, numpy_mode):
     return default_convert(data)
 
 
-def publish_batch(port, slot: int, data, cfg: WorkerConfig) -> bool:
-    """Collates `data` (the fetched samples) into `slot` and publishes it.
+def prepare_batch(data, cfg: WorkerConfig):
+    """Runs the user's collate_fn (or default_convert) on the fetched samples:
+    (object, mode) to publish.  The default collate runs at publish, in C++."""
+    if cfg.collate_fn is not None:
+        return cfg.collate_fn(data), N.MODE_PRESERVE
+    if cfg.convert:
+        return _default_convert_py(data, cfg.numpy_mode), N.MODE_PRESERVE
+    return data, N.MODE_COLLATE
+
+
+def publish_prepared(port, slot: int, prepared, cfg: WorkerConfig) -> bool:
+    """Writes a prepare_batch() result into `slot` and publishes it.
 
     Returns False when the main process had no room for it and took the task
     back (it will be sent again)."""
-    if cfg.collate_fn is not None:
-        r = port.publish(slot, cfg.collate_fn(data), N.MODE_PRESERVE, cfg.numpy_mode)
-    elif cfg.convert:
-        r = port.publish(slot, _default_convert_py(data, cfg.numpy_mode), N.MODE_PRESERVE, cfg.numpy_mode)
-    else:
-        r = port.publish(slot, data, N.MODE_COLLATE, cfg.numpy_mode)
-        if r == 0:
-            r = port.publish(slot, _default_collate_py(data, cfg.numpy_mode), N.MODE_PRESERVE, cfg.numpy_mode)
+    obj, mode = prepared
+    r = port.publish(slot, obj, mode, cfg.numpy_mode)
+    if r == 0 and mode == N.MODE_COLLATE:
+        r = port.publish(slot, _default_collate_py(obj, cfg.numpy_mode), N.MODE_PRESERVE, cfg.numpy_mode)
     return r != 2
+
+
+def publish_batch(port, slot: int, data, cfg: WorkerConfig) -> bool:
+    """Collates `data` (the fetched samples) into `slot` and publishes it."""
+    return publish_prepared(port, slot, prepare_batch(data, cfg), cfg)
 
 
 def _task_description(batch_id, kind, payload) -> str:
@@ -209,10 +217,27 @@ def worker_main(cfg: WorkerConfig):
     started = False        # seeding and worker_init_fn succeeded (else permanent)
     fetcher = None
     epoch = _EpochFollower(cfg.dataset, port)
+    board = cfg.rng_board
+    recorder = None
+    if board is not None:
+        from stoker._rng_state import BEFORE, START
+    gen_seen = None
+    # Batches prepared but not published (no room in the pool): the task comes
+    # back and gets these, so nothing is read, collated or drawn twice.
+    stash = {}
     try:
         _seed_like_torch(cfg)
         if cfg.worker_init_fn is not None:
             cfg.worker_init_fn(cfg.worker_id)
+        if cfg.rng_state is not None:
+            from stoker._rng_state import restore
+            restore(cfg.rng_state)
+        if board is not None:
+            from stoker._rng_state import Recorder
+            recorder = Recorder()
+            board.start_writer(cfg.worker_id)
+            if not cfg.rng_on_board:  # (a replacement's state is: it was looked up there)
+                board.record(cfg.worker_id, 0, START, recorder.current())
         started = True
         epoch.follow()
         fetcher = _Fetcher(cfg)
@@ -225,7 +250,7 @@ def worker_main(cfg: WorkerConfig):
             task = port.next_task()
             if task is None:
                 break
-            msg, slot, batch_id, _gen, kind, payload = task
+            msg, slot, batch_id, gen, kind, payload = task
             if msg == N.MSG_RESUME:
                 iteration_end = False
                 if started:  # a new epoch gets a new iterator; a failed init stays failed
@@ -249,12 +274,24 @@ def worker_main(cfg: WorkerConfig):
             if iteration_end:
                 port.publish_stop(slot)
                 continue
+            if gen != gen_seen:
+                gen_seen = gen
+                stash = {}
+                if recorder is not None:
+                    board.record(cfg.worker_id, gen, BEFORE, recorder.current())
+            key = (gen, -1 if cfg.is_iterable else batch_id)
             try:
-                epoch.follow()
-                data = fetcher.fetch(kind, payload)
-                if not publish_batch(port, slot, data, cfg) and cfg.is_iterable:
-                    fetcher.stash = data
-                data = None
+                prepared = stash.pop(key, None)
+                if prepared is None:
+                    epoch.follow()
+                    try:
+                        prepared = prepare_batch(fetcher.fetch(kind, payload), cfg)
+                    finally:
+                        if recorder is not None and recorder.changed():  # what the next batch starts from
+                            board.record(cfg.worker_id, gen, batch_id, recorder.blob)
+                if not publish_prepared(port, slot, prepared, cfg):
+                    stash[key] = prepared
+                prepared = None
             except Exception as e:
                 if isinstance(e, StopIteration) and cfg.is_iterable:
                     iteration_end = True

@@ -29,6 +29,12 @@ def main(argv=None) -> int:
     x.add_argument("--format", choices=("tfrecord", "tar"), help="only shards of this format")
     args = parser.parse_args(argv)
     if args.command == "bench":
+        try:
+            import torch  # noqa: F401 - the bench compares against torch's DataLoader
+        except ModuleNotFoundError:
+            print("stoker bench: compares against torch.utils.data.DataLoader and needs PyTorch: "
+                  "`pip install torch`, then run it again", file=sys.stderr)
+            return 1
         from stoker import bench
         bench.run(args.workloads, args.seconds, as_json=args.json, progress=not args.no_progress)
     elif args.command == "pack":

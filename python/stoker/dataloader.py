@@ -13,6 +13,7 @@ import logging
 import multiprocessing as python_multiprocessing
 import os
 import pickle
+import threading
 import time
 import warnings
 import weakref
@@ -201,6 +202,11 @@ class DataLoader(torch.utils.data.DataLoader):
             if self._iterator is not None:  # its workers have moved on: start afresh
                 self._iterator._shutdown_workers()
                 self._iterator = None
+        elif state.get("worker_rng") is not None and self._iterator is not None:
+            # Persistent workers hold their own random state: new ones start
+            # from the saved states.
+            self._iterator._shutdown_workers()
+            self._iterator = None
         if (state["rank"], state["world_size"]) != (self.rank, self.world_size):
             raise ValueError(f"the state was saved by rank {state['rank']} of {state['world_size']}, and this "
                              f"loader is rank {self.rank} of {self.world_size}: each rank loads its own state")
@@ -214,7 +220,8 @@ class DataLoader(torch.utils.data.DataLoader):
         return _StokerIter(self)
 
     def stats(self, memory: bool = True) -> dict:
-        """Statistics of the live (or last) iterator; {} before the first.
+        """Statistics of the live iterator, or of the last one as it ended
+        (its epoch over, or dropped); {} before the first.
 
         Memory: max_memory, budget_bytes, arena_bytes (what the pool holds),
         slots / slot_bytes by state (free, queued, filling, ready, held: held
@@ -225,7 +232,9 @@ class DataLoader(torch.utils.data.DataLoader):
         (batches, batches_per_s, bytes_per_s, stall_s and stall_fraction: the
         time the training loop waited in next()).  docs/memory.md has more."""
         it = self._iterator if self._iterator is not None else getattr(self, "_last_iter", lambda: None)()
-        return it.stats(memory) if it is not None else {}
+        if it is not None and not it._shutdown:
+            return it.stats(memory)
+        return dict(getattr(self, "_final_stats", {}))
 
 
 def _is_default(fn, name: str) -> bool:
@@ -239,6 +248,10 @@ class _StokerIter(_BaseDataLoaderIter):
     def __init__(self, loader: DataLoader):
         self._owner_pid = os.getpid()
         self._shutdown = True  # until the engine exists
+        # One thread at a time in next() and reset: the scheduler is
+        # single-threaded.  A thread that waits for the lock waits without
+        # the GIL, so the one inside keeps going (and timeout= holds).
+        self._lock = threading.RLock()
         super().__init__(loader)
         loader._last_iter = weakref.ref(self)
         self._loader_ref = weakref.ref(loader)
@@ -291,6 +304,16 @@ class _StokerIter(_BaseDataLoaderIter):
         self._restarts_left = loader.max_worker_restarts
         self.restarts = []  # one record per replaced worker
         self._stats = _Throughput(self._engine)
+        # Map-style worker processes record their random state as they go
+        # (stoker._rng_state): replacements and resumed runs continue it.
+        self._rng_board = None
+        self._rng_resume = None
+        if nw and self._native_ds is None and not self._is_iterable:
+            from stoker._rng_state import RngBoard
+            self._rng_board = RngBoard.for_prefetch(nw, self._prefetch)
+            saved = resume.get("worker_rng") if resume is not None else None
+            if saved is not None and len(saved) == nw:
+                self._rng_resume = list(saved)
         if self._native_ds is not None:
             self._native_workers = N.lib.NativeWorkers(self._engine, self._native_ds, loader.reader_priority)
         elif nw > 0:
@@ -307,7 +330,9 @@ class _StokerIter(_BaseDataLoaderIter):
             self._oom_watch.append(None)
             self._start_worker(wid)
 
-    def _start_worker(self, wid: int):
+    def _start_worker(self, wid: int, rng_state: Optional[bytes] = None, replacement: bool = False):
+        if not replacement and self._rng_resume is not None:
+            rng_state, self._rng_resume[wid] = self._rng_resume[wid], None
         forked = self._ctx.get_start_method() == "fork"
         handle = ArenaHandle(engine=self._engine) if forked else ArenaHandle(fd=self._engine.fd)
         cfg = WorkerConfig(
@@ -316,7 +341,8 @@ class _StokerIter(_BaseDataLoaderIter):
             collate_fn=self._wcollate, convert=self._convert, drop_last=self._drop_last,
             base_seed=self._base_seed, worker_init_fn=self._worker_init_fn,
             numpy_mode=self._numpy, parent_pid=os.getpid(), rank=self._rank, world_size=self._world_size,
-            skip_items=self._iter_skip[wid] if wid < len(self._iter_skip) else 0)
+            skip_items=self._iter_skip[wid] if wid < len(self._iter_skip) else 0,
+            rng_board=self._rng_board, rng_state=rng_state, rng_on_board=replacement and rng_state is not None)
         w = self._ctx.Process(target=worker_main, args=(cfg,), daemon=True, name=f"stoker-worker-{wid}")
         w.start()
         self._engine.watch(wid, w.pid)
@@ -333,14 +359,36 @@ class _StokerIter(_BaseDataLoaderIter):
         logger.warning("stoker: DataLoader worker %d (pid %d) %s%s; starting a replacement (%d restart(s) left) "
                        "and loading its batches %s again", wid, pid, describe_exit(sig, code),
                        f" ({hint})" if hint else "", self._restarts_left, held)
+        mine = {b for b, w, _i in self._pump.in_flight() if w == wid}
         self._pump.requeue(wid)
+        requeued = sorted(mine - {b for b, w, _i in self._pump.in_flight() if w == wid})
         dead = self._workers[wid]
         _reaper.reap([dead], 0.0)
-        self._start_worker(wid)
-        self.restarts.append({"worker": wid, "pid": pid, "signal": sig, "exit_code": code, "batches": held})
+        rng = self._replacement_rng(wid, requeued)
+        self._start_worker(wid, rng, replacement=True)
+        self.restarts.append({"worker": wid, "pid": pid, "signal": sig, "exit_code": code, "batches": held,
+                              "random_state": "continued" if rng is not None else "seeded"})
         return True
 
+    def _replacement_rng(self, wid: int, requeued) -> Optional[bytes]:
+        """The random state the dead worker had before the first batch it
+        did not finish: the replacement loads that batch on from there."""
+        board = self._rng_board
+        if board is None:
+            return None
+        gen = self._pump.generation
+        if not self._in_order or not requeued:
+            # Out of order batches go to any worker; a worker that held
+            # nothing unfinished: the state after the last batch it read.
+            return board.newest(wid)
+        prev = requeued[0] - self._num_workers
+        return board.lookup(wid, gen, prev if prev >= 0 else None)
+
     def _reset(self, loader, first_iter=False):
+        with self._lock:
+            self._reset_locked(loader, first_iter)
+
+    def _reset_locked(self, loader, first_iter):
         super()._reset(loader, first_iter)
         resume, loader._resume = getattr(loader, "_resume", None), None
         if resume is not None:
@@ -387,6 +435,12 @@ class _StokerIter(_BaseDataLoaderIter):
         engine = getattr(self, "_engine", None)
         if engine is None:
             return
+        loader = self._loader_ref()
+        if loader is not None:  # loader.stats() describes the last iterator once it is gone too
+            try:
+                loader._final_stats = self.stats()
+            except Exception:  # noqa: BLE001 - statistics must never fail a shutdown
+                pass
         for wid in range(len(self._workers)):
             engine.forget(wid)
         engine.shutdown()  # every worker wakes up and leaves
@@ -397,6 +451,9 @@ class _StokerIter(_BaseDataLoaderIter):
         pump = getattr(self, "_pump", None)
         if pump is not None:
             pump.clear()
+        board = getattr(self, "_rng_board", None)
+        if board is not None:
+            board.close()
 
     def __del__(self):
         try:
@@ -409,6 +466,14 @@ class _StokerIter(_BaseDataLoaderIter):
     def _next_data(self):
         if self._num_workers == 0:
             return self._next_local()
+        # A loop, not a recursion: a storm of worker deaths inside one next()
+        # must not grow the stack (replacements are forked from it).
+        while True:
+            data = self._next_once()
+            if data is not _AGAIN:
+                return data
+
+    def _next_once(self):
         if self._shutdown:
             raise StopIteration
         timeout = self._timeout if self._timeout > 0 else -1.0
@@ -428,7 +493,7 @@ class _StokerIter(_BaseDataLoaderIter):
             pickle.loads(report).reraise()
         if code == 2:
             if self._restart_worker(*value):
-                return self._next_data()
+                return _AGAIN
             self._raise_crash(*value)
         if code == 4:
             self._raise_timeout()
@@ -500,6 +565,15 @@ class _StokerIter(_BaseDataLoaderIter):
     # ---- misc --------------------------------------------------------------
 
     def __next__(self):
+        if not self._lock.acquire(timeout=self._timeout if self._timeout > 0 else -1):
+            raise LoaderTimeout(f"DataLoader timed out after {self._timeout} seconds waiting for another thread's "
+                                "next() on the same iterator to return")
+        try:
+            return self._next_locked()
+        finally:
+            self._lock.release()
+
+    def _next_locked(self):
         t0 = self._stats.now()
         if self._pin_memory:
             self._fence()
@@ -516,16 +590,20 @@ class _StokerIter(_BaseDataLoaderIter):
         self._num_yielded += 1
         if (self._is_iterable and self._IterableDataset_len_called is not None
                 and self._num_yielded > self._IterableDataset_len_called):
-            warnings.warn(
-                f"Length of IterableDataset {self._dataset} was reported to be {self._IterableDataset_len_called} "
-                f"(when accessing len(dataloader)), but {self._num_yielded} samples have been fetched. ",
-                stacklevel=2)
+            # torch's wording, word for word (its test suite matches it).
+            msg = (f"Length of IterableDataset {self._dataset} was reported to be {self._IterableDataset_len_called}"
+                   f"(when accessing len(dataloader)), but {self._num_yielded} samples have been fetched. ")
+            if self._num_workers > 0:
+                msg += ("For multiprocessing data-loading, this could be caused by not properly configuring the "
+                        "IterableDataset replica at each worker. Please see "
+                        "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples.")
+            warnings.warn(msg, stacklevel=3)
         return data
 
     def _warn_once(self, key, msg):
         if key not in self._warned:
             self._warned.add(key)
-            warnings.warn(msg, ResourceWarning, stacklevel=4)
+            warnings.warn(msg, ResourceWarning, stacklevel=6)
 
     def _fence(self):
         """pin_memory: a CUDA event on the loop's current stream.  A batch the
@@ -577,6 +655,12 @@ class _StokerIter(_BaseDataLoaderIter):
         elif self._num_workers:
             delivered, extra = self._pump.delivered()
             state.update(delivered=int(delivered), delivered_extra=[int(b) for b in extra])
+            if self._rng_board is not None and self._in_order:
+                # Each worker's random state before its next batch: a resumed
+                # run's workers draw on from there (same num_workers).
+                gen, nw = self._pump.generation, self._num_workers
+                state["worker_rng"] = [
+                    self._rng_board.lookup(w, gen, _last_of_worker(w, nw, int(delivered))) for w in range(nw)]
         else:
             # Skips not reached yet are ids delivered out of order before a resume.
             state.update(delivered=self._delivered_local, delivered_extra=sorted(self._local_skip))
@@ -602,6 +686,15 @@ class _StokerIter(_BaseDataLoaderIter):
 
     def __getstate__(self):
         raise NotImplementedError(f"{type(self).__name__} cannot be pickled")
+
+
+_AGAIN = object()  # _next_once: a worker was replaced; wait again
+
+
+def _last_of_worker(wid: int, nw: int, delivered: int) -> Optional[int]:
+    """The last batch below `delivered` that worker `wid` loads (batch k
+    goes to worker k mod nw), or None."""
+    return wid + nw * ((delivered - 1 - wid) // nw) if delivered > wid else None
 
 
 class _LocalPort:

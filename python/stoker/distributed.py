@@ -10,6 +10,8 @@ rank's and this worker's share of a list of shards or items.
 """
 from __future__ import annotations
 
+import functools
+
 import os
 from typing import Sequence, Tuple, TypeVar
 
@@ -35,6 +37,7 @@ def rank_and_world_size() -> Tuple[int, int]:
     return rank, world
 
 
+@functools.lru_cache(maxsize=None)
 def _sharded_sampler_class():
     import torch
     from torch.utils.data import DistributedSampler
@@ -59,6 +62,14 @@ def _sharded_sampler_class():
             return iter(order[positions % n].tolist())
 
     return ShardedSampler
+
+
+def __getattr__(name):
+    # stoker.distributed.ShardedSampler, made on first use (it needs torch;
+    # the rest of this module does not).
+    if name == "ShardedSampler":
+        return _sharded_sampler_class()
+    raise AttributeError(f"module 'stoker.distributed' has no attribute {name!r}")
 
 
 def sharded_sampler(dataset, num_replicas: int, rank: int, shuffle: bool, seed: int, drop_last: bool):

@@ -90,12 +90,26 @@ Result<NpyHeader> ParseNpyHeader(const FileReader& file, uint64_t start, uint64_
     return Status::InvalidArgument("NpyDataset " + path + ": header runs past the end of the file");
   std::string h(header_len, '\0');
   STOKER_RETURN_IF_ERROR(file.ReadAt(start + header_at, h.data(), header_len));
-  if (HeaderValue(h, "fortran_order") != "False")
+  // The header is a Python dict literal with three keys; anything else is
+  // a damaged file, named as such (not as the first key that fails to parse).
+  const size_t brace = h.find_first_not_of(" \t");
+  const std::string order = HeaderValue(h, "fortran_order"), descr = HeaderValue(h, "descr"),
+                    shape = HeaderValue(h, "shape");
+  if (brace == std::string::npos || h[brace] != '{' || descr.empty() || shape.empty() || shape[0] != '(' ||
+      (order != "True" && order != "False")) {
+    std::string shown = h.substr(0, 60);
+    for (char& c : shown)
+      if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+    return Status::InvalidArgument("NpyDataset " + path + ": the .npy header is damaged (expected a dict with 'descr', "
+                                   "'fortran_order' and 'shape', found \"" + shown +
+                                   "\"): the file is corrupt or was not written by numpy; write it again with np.save");
+  }
+  if (order == "True")
     return Status::InvalidArgument("NpyDataset " + path + ": Fortran-ordered arrays are not supported "
                                    "(save with np.ascontiguousarray)");
   NpyHeader out;
-  STOKER_ASSIGN_OR_RETURN(out.dtype, NpyDescr(HeaderValue(h, "descr"), path));
-  const std::string shape_s = HeaderValue(h, "shape");
+  STOKER_ASSIGN_OR_RETURN(out.dtype, NpyDescr(descr, path));
+  const std::string& shape_s = shape;
   for (size_t i = 1; i < shape_s.size();) {
     while (i < shape_s.size() && !std::isdigit(static_cast<unsigned char>(shape_s[i]))) ++i;
     if (i >= shape_s.size()) break;

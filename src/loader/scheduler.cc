@@ -67,8 +67,12 @@ void Scheduler::Reset(IndexSource* source, bool resume_workers) {
     for (uint32_t w = 0; w < opts_.num_workers; ++w) (void)engine_->SendResume(w, generation_);
 }
 
-int Scheduler::PickWorker() {
+int Scheduler::PickWorker(uint64_t batch_id) {
   const uint32_t n = opts_.num_workers;
+  // In order, batch k goes to worker k mod n, as torch assigns them: each
+  // worker then sees the same batches in the same order in every run, so
+  // what a dataset draws from the worker's random streams is reproducible.
+  if (opts_.in_order && !opts_.iterable) return static_cast<int>(batch_id % n);
   if (opts_.iterable) {
     for (uint32_t i = 0; i < n; ++i) {
       const uint32_t w = cycle_;
@@ -112,7 +116,7 @@ Status Scheduler::OutOfMemory() {
 }
 
 Result<bool> Scheduler::Dispatch(uint64_t batch_id, TaskSpec& spec, int worker) {
-  const int w = worker >= 0 ? worker : PickWorker();
+  const int w = worker >= 0 ? worker : PickWorker(batch_id);
   if (w < 0) return false;
   bool reclaimed = false;
   for (;;) {
@@ -202,9 +206,7 @@ Status Scheduler::Requeue(uint32_t worker) {
   if (opts_.iterable) return Status::InvalidArgument("an iterable dataset's worker cannot be replaced");
   std::vector<Completion> done;
   STOKER_RETURN_IF_ERROR(engine_->ReclaimWorker(worker, &done));
-  bool unused = false;
-  Outcome ignored;
-  Collect(done, &ignored, &unused);
+  Collect(done);
   for (auto it = tasks_.begin(); it != tasks_.end();) {
     if (it->second.worker != worker) {
       ++it;
@@ -228,15 +230,10 @@ Status Scheduler::Requeue(uint32_t worker) {
   return Status::OK();
 }
 
-void Scheduler::Collect(const std::vector<Completion>& done, Outcome* exit_out, bool* have_exit) {
+void Scheduler::Collect(const std::vector<Completion>& done) {
   for (const Completion& c : done) {
     if (c.kind == Completion::Kind::kWorkerExit) {
-      if (!*have_exit) {
-        exit_out->kind = Outcome::Kind::kWorkerExit;
-        exit_out->worker = c.worker;
-        exit_out->exit = c.exit;
-        *have_exit = true;
-      }
+      exits_.push_back(c);  // each is reported: two deaths in one wait are two outcomes
       continue;
     }
     auto it = tasks_.find(c.batch_id);
@@ -247,13 +244,13 @@ void Scheduler::Collect(const std::vector<Completion>& done, Outcome* exit_out, 
     if (outstanding_[c.worker]) --outstanding_[c.worker];
     if (c.result == SlotResult::kCancelled) {
       // No room when the batch outgrew its region: send it again (sized
-      // right now).  An iterable dataset's worker kept the items it read.
+      // right now) to the same worker, which kept what it had read.
       engine_->Release(c.slot);
       TaskSpec spec;
       spec.kind = it->second.kind;
       spec.payload = std::move(it->second.payload);
       spec.token = it->second.token;
-      QueueRetry(c.batch_id, std::move(spec), opts_.iterable ? static_cast<int>(c.worker) : -1);
+      QueueRetry(c.batch_id, std::move(spec), static_cast<int>(c.worker));
       tasks_.erase(it);
       continue;
     }
@@ -313,6 +310,13 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
   if (!source_) return Status::InvalidArgument("Scheduler::Next before Reset");
   const int64_t deadline = timeout_ns < 0 ? -1 : MonotonicNanos() + timeout_ns;
   for (;;) {
+    if (!exits_.empty()) {  // a worker's death goes before anything else
+      out->kind = Outcome::Kind::kWorkerExit;
+      out->worker = exits_.front().worker;
+      out->exit = exits_.front().exit;
+      exits_.pop_front();
+      return Status::OK();
+    }
     FillOrDefer();
     uint64_t bid;
     Ready r;
@@ -364,9 +368,8 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
     Status st = engine_->Wait(left, &scratch_);
     if (after_block_) after_block_();
     // Completions gathered before an interruption are kept, never lost.
-    bool have_exit = false;
-    Collect(scratch_, out, &have_exit);
-    if (have_exit) return Status::OK();
+    Collect(scratch_);
+    if (!exits_.empty()) continue;  // reported at the top of the loop
     if (st.IsTimeout()) continue;
     STOKER_RETURN_IF_ERROR(st);
   }

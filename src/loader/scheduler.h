@@ -1,9 +1,11 @@
 // Scheduler: one loader's dispatch / reorder state machine on top of an
 // Engine.  It pulls tasks from an IndexSource (the sampler), keeps at most
-// `prefetch` batches in flight, sends each to a worker (least loaded for
-// map-style datasets; strict round robin over live workers for iterable
-// datasets, as torch does), and hands batches back in sampler order
-// (in_order) or as they complete.
+// `prefetch` batches in flight, sends each to a worker and hands batches back
+// in sampler order (in_order) or as they complete.  Which worker: as torch
+// does, batch k goes to worker k mod num_workers for map-style datasets in
+// order (a task sent again, after a cancel or a worker's death, goes to the
+// same worker id), strict round robin over live workers for iterable
+// datasets; out of order (map-style), the least loaded worker.
 //
 // End of epoch, a worker's end of data and a worker's death are values
 // (Outcome kinds), not errors; a Status error means a broken engine.
@@ -102,6 +104,8 @@ class Scheduler {
     *counts = delivered_by_worker_;
     *last_worker = last_worker_;
   }
+  // The epoch's generation: the tasks of this epoch carry it (Reset raises it).
+  uint64_t generation() const { return generation_; }
   // Iterable datasets: the next batch goes to `worker` (round robin on from it).
   void StartRoundRobinAt(uint32_t worker) { cycle_ = worker % opts_.num_workers; }
   // Produces the next outcome, waiting at most timeout_ns (< 0: no limit).
@@ -154,7 +158,7 @@ class Scheduler {
   struct Retry {
     uint64_t batch_id;
     TaskSpec spec;
-    int worker;  // -1: any; an iterable dataset's task stays with its worker
+    int worker;  // -1: the scheduler picks; a cancelled task stays with its worker (which kept what it read)
   };
 
   Status Fill();
@@ -171,8 +175,9 @@ class Scheduler {
   void QueueRetry(uint64_t batch_id, TaskSpec spec, int worker);
   Status OutOfMemory();
   void FillOrDefer();
-  int PickWorker();
-  void Collect(const std::vector<Completion>& done, Outcome* exit_out, bool* have_exit);
+  int PickWorker(uint64_t batch_id);
+  // Files finished tasks as ready, and worker deaths in exits_.
+  void Collect(const std::vector<Completion>& done);
   bool TakeReady(uint64_t* bid, Ready* r);
   bool EpochDone() const;
 
@@ -184,6 +189,7 @@ class Scheduler {
   bool exhausted_ = true;
   bool have_pending_ = false;
   TaskSpec pending_;
+  std::deque<Completion> exits_;  // worker deaths not reported yet, oldest first
   std::deque<Retry> retry_;  // tasks to send again (dead worker, no room), by batch id
   std::map<uint64_t, Task> tasks_;
   std::map<uint64_t, Ready> ready_in_order_;

@@ -128,6 +128,12 @@ def test_bad_files_are_clear_errors(tmp_path):
     np.save(tmp_path / "f.npy", np.asfortranarray(np.zeros((4, 3))))
     with pytest.raises(ValueError, match="Fortran"):
         io.NpyDataset(tmp_path / "f.npy")
+    # The magic and the length are right, the header dict is garbage.
+    header = b"garbage, not a dict".ljust(118) + b"\n"
+    (tmp_path / "g.npy").write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\0" * 64)
+    with pytest.raises(ValueError, match=r"g\.npy: the \.npy header is damaged .*found \"garbage, not a dict") as e:
+        io.NpyDataset(tmp_path / "g.npy")
+    assert "Fortran" not in str(e.value)
 
 
 def test_a_file_truncated_after_opening_names_file_and_offset(tmp_path):

@@ -53,7 +53,9 @@ def test_resume_yields_exactly_what_the_uninterrupted_run_would(kind, workers, p
         it = iter(run)
         before = [next(it).tolist() for _ in range(stop_at)]
         state = roundtrip(run.state_dict())
-        assert len(pickle.dumps(state)) < 20_000, "the state carries no data"
+        # No data: the order's random state, counts, and each worker's random
+        # state (three Mersenne Twisters, about 10 KB a worker).
+        assert len(pickle.dumps(state)) < 20_000 + 11_000 * workers, "the state carries no data"
         del it, run
         # A new loader, built with another seed: the state decides the order.
         resumed = make(kind, workers, persistent, in_order, seed=12345)

@@ -309,6 +309,62 @@ TEST(Scheduler, InOrderDeliveryDespiteSlowWorker) {
   Reap(e, {p0, p1});
 }
 
+// In order, batch k goes to worker k mod n (as torch assigns them), even when
+// one worker is slow and a least-loaded pick would send it elsewhere: what a
+// worker draws from its random streams then depends on nothing but k.
+TEST(Scheduler, InOrderBatchKGoesToWorkerKModN) {
+  Watchdog dog(std::chrono::seconds(60), "InOrderBatchKGoesToWorkerKModN");
+  auto e = MakeEngine(3);
+  pid_t p0 = ForkWorker(e, 0, 4096, 3000), p1 = ForkWorker(e, 1, 4096), p2 = ForkWorker(e, 2, 4096, 1000);
+  Scheduler s(e, SchedulerOptions{3, 6, true, false});
+  RangeSource src(120);
+  s.Reset(&src, false);
+  int n = 0;
+  for (;;) {
+    Outcome o;
+    ASSERT_TRUE(s.Next(10'000'000'000, &o).ok());
+    if (o.kind == Outcome::Kind::kEnd) break;
+    ASSERT_EQ(o.kind, Outcome::Kind::kBatch);
+    EXPECT_EQ(o.worker, o.batch_id % 3) << "batch " << o.batch_id;
+    ++n;
+    src.Drop(o.token);
+    e->MarkHeld(o.slot);
+    e->Release(o.slot);
+  }
+  EXPECT_EQ(n, 120);
+  Reap(e, {p0, p1, p2});
+}
+
+// Two workers that die before one wait ends are two outcomes: the second
+// death was dropped, and the loop then waited forever for its batches.
+TEST(Scheduler, TwoDeathsInOneWaitAreBothReported) {
+  Watchdog dog(std::chrono::seconds(30), "TwoDeathsInOneWaitAreBothReported");
+  auto e = MakeEngine(2);
+  pid_t a = fork();
+  if (a == 0) _exit(4);
+  pid_t b = fork();
+  if (b == 0) _exit(5);
+  ASSERT_TRUE(e->Watch(0, a).ok());
+  ASSERT_TRUE(e->Watch(1, b).ok());
+  waitid(P_PID, a, nullptr, WEXITED | WNOWAIT);
+  waitid(P_PID, b, nullptr, WEXITED | WNOWAIT);
+  Scheduler s(e, SchedulerOptions{2, 4, true, false});
+  RangeSource src(8);
+  s.Reset(&src, false);
+  std::vector<int> codes;
+  for (int k = 0; k < 2; ++k) {
+    Outcome o;
+    ASSERT_TRUE(s.Next(5'000'000'000, &o).ok());
+    ASSERT_EQ(o.kind, Outcome::Kind::kWorkerExit) << "death " << k;
+    codes.push_back(o.exit.exit_code);
+  }
+  std::sort(codes.begin(), codes.end());
+  EXPECT_EQ(codes, (std::vector<int>{4, 5}));
+  for (uint32_t w = 0; w < 2; ++w) e->Forget(w);
+  waitpid(a, nullptr, 0);
+  waitpid(b, nullptr, 0);
+}
+
 // pin_memory with a GPU that never gets ahead on its own: every dropped
 // batch's slot stays fenced, so the pool runs dry with nothing in flight.
 // The scheduler must wait for the fences (Drain) rather than report that
