@@ -25,9 +25,10 @@ apt_deps() {
 
 python_env() {
   [ -x "$PY" ] || python3 -m venv "$VENV"
-  # torch is pinned: an unpinned torch would pull the CUDA build.
+  # torch is pinned: an unpinned torch would pull the CUDA build.  Extra
+  # packages (the tests' lightning and accelerate) resolve against that pin.
   "$PY" -m pip install -q --disable-pip-version-check torch==2.13.0 numpy pytest tqdm \
-      "scikit-build-core>=0.9" "pybind11>=2.12" cmake ninja
+      "scikit-build-core>=0.9" "pybind11>=2.12" cmake ninja "$@"
   echo "== building and installing stoker"
   "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation .
 }
@@ -40,7 +41,8 @@ case "$verb" in
     ;;
   test)
     apt_deps libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev nginx
-    python_env
+    # The frameworks that rebuild loaders (tests/python/test_integrations.py).
+    python_env lightning accelerate
     echo "== C++ unit tests"
     cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON >/dev/null
     cmake --build build/tests

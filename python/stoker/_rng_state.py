@@ -85,11 +85,23 @@ _NP_RAW = 624 * 4 + 4
 
 class Recorder:
     """Takes a worker's random state after each batch, cheaply: the three
-    generators' raw words are compared with the last capture (a few
-    microseconds), and a new capture is packed only when they changed, so a
-    dataset that draws nothing costs next to nothing per batch."""
+    generators' raw words are compared with the last capture (about 4
+    microseconds), and a new capture is packed only when they changed.
+
+    A worker whose batches have not changed its state QUIET_BATCHES times in
+    a row (a dataset that draws nothing: the comparison would be most of a
+    tiny batch's cost) checks only every SPARSE_EVERY batches from then on,
+    and every batch again as soon as a check finds a change.  What this
+    gives up: a dataset that starts drawing after a long quiet stretch has
+    its first draws recorded up to SPARSE_EVERY - 1 batches late."""
+
+    QUIET_BATCHES = 64
+    SPARSE_EVERY = 32
 
     def __init__(self):
+        self._quiet = 0
+        self._sparse = False
+        self._skipped = 0
         self._np = sys.modules.get("numpy")
         self._torch = sys.modules.get("torch")
         self._py_addr = _python_state_address(random._inst)
@@ -126,6 +138,20 @@ class Recorder:
     def current(self) -> bytes:
         self.changed()
         return self.blob
+
+    def after_batch(self) -> bool:
+        """Called after each batch: True when `blob` is a new state to record."""
+        if self._sparse:
+            self._skipped += 1
+            if self._skipped < self.SPARSE_EVERY:
+                return False
+            self._skipped = 0
+        if self.changed():
+            self._quiet, self._sparse = 0, False
+            return True
+        self._quiet += 1
+        self._sparse = self._quiet >= self.QUIET_BATCHES
+        return False
 
 
 def capture() -> bytes:

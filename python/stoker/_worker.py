@@ -287,7 +287,7 @@ def worker_main(cfg: WorkerConfig):
                     try:
                         prepared = prepare_batch(fetcher.fetch(kind, payload), cfg)
                     finally:
-                        if recorder is not None and recorder.changed():  # what the next batch starts from
+                        if recorder is not None and recorder.after_batch():  # what the next batch starts from
                             board.record(cfg.worker_id, gen, batch_id, recorder.blob)
                 if not publish_prepared(port, slot, prepared, cfg):
                     stash[key] = prepared

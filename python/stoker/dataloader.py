@@ -13,11 +13,12 @@ import logging
 import multiprocessing as python_multiprocessing
 import os
 import pickle
+import sys
 import threading
 import time
 import warnings
 import weakref
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 import torch
 import torch.utils.data
@@ -45,7 +46,10 @@ _JOIN_GRACE_S = 0.05
 logger = logging.getLogger("stoker")
 
 
-class DataLoader(torch.utils.data.DataLoader):
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class DataLoader(torch.utils.data.DataLoader[_T_co]):
     """torch.utils.data.DataLoader, fed through stoker's shared-memory engine.
 
     Every argument of torch's DataLoader is accepted with torch's meaning and
@@ -142,6 +146,33 @@ class DataLoader(torch.utils.data.DataLoader):
         # torch's __init__ replaces a missing collate_fn with its default;
         # remember whether the user gave one so the native collate can run.
         self._user_collate_fn = collate_fn
+
+    def _stoker_options(self) -> dict:
+        """The keyword arguments of stoker's own that rebuild this loader
+        (stoker.accelerate passes them when accelerate rebuilds it)."""
+        return {"max_memory": self.max_memory, "output": self.output, "max_worker_restarts": self.max_worker_restarts,
+                "progress": self.progress, "reader_priority": self.reader_priority}
+
+    # accelerate's prepare_data_loader reads every torch argument of a loader
+    # to build a new one; pin_memory_device is read by little else, so its
+    # read from accelerate's code is how a silent rebuild is noticed.
+    @property
+    def pin_memory_device(self) -> str:
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.startswith("accelerate.") and not getattr(self, "_rebuild_warned", False):
+            from stoker import accelerate as integration
+            if not integration.preparing(self):
+                self._rebuild_warned = True
+                warnings.warn(
+                    "stoker: accelerate is rebuilding this stoker.DataLoader on torch's DataLoader "
+                    "(accelerate's DataLoaderShard): stoker's workers, max_memory and stats() are dropped. Use "
+                    "`stoker.accelerate.prepare(accelerator, model, optimizer, loader, ...)` in place of "
+                    "`accelerator.prepare(...)` to keep them (docs/integrations.md).", UserWarning, stacklevel=3)
+        return self._pin_memory_device
+
+    @pin_memory_device.setter
+    def pin_memory_device(self, value: str):
+        self._pin_memory_device = value
 
     def set_epoch(self, epoch: int):
         """Starts epoch `epoch` everywhere: calls set_epoch(epoch) on the
@@ -251,7 +282,7 @@ class _StokerIter(_BaseDataLoaderIter):
         # One thread at a time in next() and reset: the scheduler is
         # single-threaded.  A thread that waits for the lock waits without
         # the GIL, so the one inside keeps going (and timeout= holds).
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         super().__init__(loader)
         loader._last_iter = weakref.ref(self)
         self._loader_ref = weakref.ref(loader)
@@ -313,7 +344,18 @@ class _StokerIter(_BaseDataLoaderIter):
             self._rng_board = RngBoard.for_prefetch(nw, self._prefetch)
             saved = resume.get("worker_rng") if resume is not None else None
             if saved is not None and len(saved) == nw:
-                self._rng_resume = list(saved)
+                from stoker.distributed import rank_and_world_size
+                here = rank_and_world_size()[0]
+                if resume.get("worker_rng_rank", 0) == here:
+                    self._rng_resume = list(saved)
+                else:
+                    warnings.warn(
+                        f"stoker: this loader state was saved by process rank {resume.get('worker_rng_rank', 0)}, "
+                        f"and this is rank {here} (a framework that saves one checkpoint for all ranks, such as "
+                        "Lightning, does this): the indices resume exactly, but this rank's workers cannot "
+                        "continue their random streams, so augmentations drawn from now on differ from the "
+                        "uninterrupted run's on this rank. Save each rank's loader.state_dict() to resume them "
+                        "exactly.", UserWarning, stacklevel=4)
         if self._native_ds is not None:
             self._native_workers = N.lib.NativeWorkers(self._engine, self._native_ds, loader.reader_priority)
         elif nw > 0:
@@ -344,7 +386,19 @@ class _StokerIter(_BaseDataLoaderIter):
             skip_items=self._iter_skip[wid] if wid < len(self._iter_skip) else 0,
             rng_board=self._rng_board, rng_state=rng_state, rng_on_board=replacement and rng_state is not None)
         w = self._ctx.Process(target=worker_main, args=(cfg,), daemon=True, name=f"stoker-worker-{wid}")
-        w.start()
+        try:
+            w.start()
+        except (TypeError, AttributeError, pickle.PicklingError):
+            # torch's warning, word for word: spawn and forkserver pickle the
+            # dataset, collate_fn and worker_init_fn.
+            warnings.warn(
+                "Got pickle error when attempting to start a worker Process. "
+                "This might be because the worker Process arguments are not picklable. "
+                "Python 3.14+ changed the multiprocessing start method in non-Mac POSIX platforms "
+                "to 'forkserver', which requires the worker Process arguments to be picklable. "
+                "You can also try multiprocessing.set_start_method('fork').",
+                stacklevel=2)
+            raise
         self._engine.watch(wid, w.pid)
         self._workers[wid] = w
         self._oom_watch[wid] = OomWatch(w.pid)
@@ -466,18 +520,24 @@ class _StokerIter(_BaseDataLoaderIter):
     def _next_data(self):
         if self._num_workers == 0:
             return self._next_local()
+        if self._shutdown:
+            raise StopIteration
+        code, value = self._pump.next(self._timeout if self._timeout > 0 else -1.0)
+        if code == 0:  # the common case first, with no call in between
+            return value
         # A loop, not a recursion: a storm of worker deaths inside one next()
         # must not grow the stack (replacements are forked from it).
         while True:
-            data = self._next_once()
+            data = self._outcome(code, value)
             if data is not _AGAIN:
                 return data
+            if self._shutdown:
+                raise StopIteration
+            code, value = self._pump.next(self._timeout if self._timeout > 0 else -1.0)
 
-    def _next_once(self):
-        if self._shutdown:
-            raise StopIteration
-        timeout = self._timeout if self._timeout > 0 else -1.0
-        code, value = self._pump.next(timeout)
+    def _outcome(self, code, value):
+        """What pump.next()'s (code, value) means: a batch, or an exception,
+        or _AGAIN (a dead worker was replaced: wait for the next outcome)."""
         if code == 0:
             return value
         if code == 5:
@@ -565,7 +625,8 @@ class _StokerIter(_BaseDataLoaderIter):
     # ---- misc --------------------------------------------------------------
 
     def __next__(self):
-        if not self._lock.acquire(timeout=self._timeout if self._timeout > 0 else -1):
+        if not self._lock.acquire(False) and \
+                not self._lock.acquire(timeout=self._timeout if self._timeout > 0 else -1):
             raise LoaderTimeout(f"DataLoader timed out after {self._timeout} seconds waiting for another thread's "
                                 "next() on the same iterator to return")
         try:
@@ -658,7 +719,9 @@ class _StokerIter(_BaseDataLoaderIter):
             if self._rng_board is not None and self._in_order:
                 # Each worker's random state before its next batch: a resumed
                 # run's workers draw on from there (same num_workers).
+                from stoker.distributed import rank_and_world_size
                 gen, nw = self._pump.generation, self._num_workers
+                state["worker_rng_rank"] = rank_and_world_size()[0]
                 state["worker_rng"] = [
                     self._rng_board.lookup(w, gen, _last_of_worker(w, nw, int(delivered))) for w in range(nw)]
         else:

@@ -180,3 +180,24 @@ def test_sampler_exception_surfaces_after_the_batches_before_it(num_workers):
         for b in loader:
             got.append(b.tolist())
     assert got == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_the_class_is_generic_like_torchs():
+    import typing
+    alias = stoker.DataLoader[int]
+    assert typing.get_origin(alias) is stoker.DataLoader and typing.get_args(alias) == (int,)
+
+
+def _unpicklable_init(worker_id, _lock=None):
+    pass
+
+
+def test_an_unpicklable_worker_argument_under_forkserver_gives_torchs_warning():
+    import functools
+    import threading
+    init = functools.partial(_unpicklable_init, _lock=threading.Lock())  # a lock cannot be pickled
+    loader = stoker.DataLoader(list(range(8)), batch_size=2, num_workers=2, worker_init_fn=init,
+                               multiprocessing_context="forkserver")
+    with pytest.warns(UserWarning, match="Got pickle error when attempting to start a worker Process"):
+        with pytest.raises((TypeError, AttributeError, __import__("pickle").PicklingError)):
+            next(iter(loader))

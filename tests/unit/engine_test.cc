@@ -458,13 +458,14 @@ EngineStats RunTightBudgetWithVaryingSizes() {
 
 TEST(Scheduler, TightBudgetWithVaryingSizesNeverExceedsIt) {
   Watchdog dog(std::chrono::seconds(120), "TightBudgetWithVaryingSizes");
-  // Whether a ready batch has to move out of the pool depends on timing (one
-  // run in fifteen had none with a build running beside it): every run is
-  // checked in full, and up to three are run until one did.
+  // Whether tasks are handed back depends on timing: every run is checked in
+  // full, and up to three are run until one did.  (With batch k on worker
+  // k mod 2, the slow worker always has a task in progress, so ready batches
+  // rarely have to move out here; tests/python/test_memory.py's
+  // test_tight_pool_with_growing_batches_delivers_everything_once provokes that.)
   EngineStats st = RunTightBudgetWithVaryingSizes();
-  for (int again = 0; again < 2 && st.spills == 0 && !HasFailure(); ++again) st = RunTightBudgetWithVaryingSizes();
+  for (int again = 0; again < 2 && st.cancelled == 0 && !HasFailure(); ++again) st = RunTightBudgetWithVaryingSizes();
   EXPECT_GT(st.cancelled, 0u) << "the test should exercise handing tasks back";
-  EXPECT_GT(st.spills, 0u) << "... and moving ready batches out for the in-order one";
 }
 
 }  // namespace
