@@ -60,6 +60,31 @@ def _run():
         del batch
 
 
+# Two threads that wait for one child race: the first waitpid() reaps it, the
+# second gets ECHILD, and multiprocessing's poll() then answers None ("still
+# running") until the first thread stores the exit code.  A training loop's
+# own join() of a worker (torch's tests do this) could see a dead worker as
+# alive that way, beside this module's thread.  guard() makes every poll of
+# a worker's Popen take this lock, around the waitpid and the store both.
+_poll_lock = threading.RLock()
+
+
+def guard(process):
+    """Called right after process.start(): serializes the waits for it."""
+    popen = process._popen
+    plain_poll = popen.poll
+
+    def poll(flag=os.WNOHANG):
+        if flag != os.WNOHANG and popen.returncode is None:
+            # A blocking wait: first for the exit, outside the lock (the rest,
+            # the kernel's teardown after the sentinel fires, is short).
+            mp_connection.wait([popen.sentinel])
+        with _poll_lock:
+            return plain_poll(flag)
+
+    popen.poll = poll
+
+
 def reap(processes, grace_s: float):
     """Schedules `processes` (already told to exit) to be joined, killing any
     still alive after `grace_s` seconds."""

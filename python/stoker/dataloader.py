@@ -399,6 +399,7 @@ class _StokerIter(_BaseDataLoaderIter):
                 "You can also try multiprocessing.set_start_method('fork').",
                 stacklevel=2)
             raise
+        _reaper.guard(w)
         self._engine.watch(wid, w.pid)
         self._workers[wid] = w
         self._oom_watch[wid] = OomWatch(w.pid)
@@ -751,7 +752,7 @@ class _StokerIter(_BaseDataLoaderIter):
         raise NotImplementedError(f"{type(self).__name__} cannot be pickled")
 
 
-_AGAIN = object()  # _next_once: a worker was replaced; wait again
+_AGAIN = object()  # _outcome: a worker was replaced; wait again
 
 
 def _last_of_worker(wid: int, nw: int, delivered: int) -> Optional[int]:

@@ -187,3 +187,20 @@ def test_ctrl_c_while_waiting_raises_keyboard_interrupt_quietly():
     assert secs < 5
     assert "alive: 0" in proc.stdout
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_worker_the_caller_joins_after_an_early_del_is_not_alive():
+    """torch's test_partial_workers: the loop joins the workers of an iterator
+    it dropped mid-epoch, while stoker's reaper thread reaps them too.  The
+    second waitpid got ECHILD and multiprocessing answered "alive"."""
+    ds = torch.utils.data.TensorDataset(torch.arange(1000.0))
+    for _round in range(8):
+        it = iter(stoker.DataLoader(ds, batch_size=2, num_workers=4))
+        workers = it._workers
+        for i, _ in enumerate(it):
+            if i == 10:
+                break
+        del it
+        for w in workers:
+            w.join(10)
+            assert not w.is_alive() and w.exitcode is not None, f"worker {w.pid} alive after join"
