@@ -25,9 +25,9 @@ Process safety: each worker writes only its own ring, one thread at a time;
 the main process only reads.  A reader takes an entry only when `seq` is
 non-zero and the same before and after it copied the entry (a writer zeroes
 `seq`, writes the record, then sets `seq`), so a torn entry is never used.
-The ring holds 2 * prefetch + 4 entries per worker: a worker is at most
-`prefetch` batches ahead of the last batch delivered, so the entries the main
-process asks for are never overwritten.
+The ring holds 2 * ceil(prefetch / num_workers) + 6 entries per worker: in
+order, a worker is at most that many of its own batches past the last one
+delivered, so the entries the main process asks for are never overwritten.
 """
 from __future__ import annotations
 
@@ -193,7 +193,11 @@ class RngBoard:
 
     @staticmethod
     def for_prefetch(num_workers: int, prefetch: int) -> "RngBoard":
-        return RngBoard(num_workers, 2 * prefetch + 4)
+        """A board for `prefetch` batches in flight among `num_workers`: in
+        order, a worker is at most ceil(prefetch / num_workers) of its own
+        batches past the last one delivered (16 KiB an entry: 160 KiB a
+        worker with torch's default prefetch_factor)."""
+        return RngBoard(num_workers, 2 * -(-prefetch // num_workers) + 6)
 
     def __reduce__(self):
         from multiprocessing import reduction
