@@ -279,9 +279,8 @@ def worker_main(cfg: WorkerConfig):
                 stash = {}
                 if recorder is not None:
                     board.record(cfg.worker_id, gen, BEFORE, recorder.current())
-            key = (gen, -1 if cfg.is_iterable else batch_id)
             try:
-                prepared = stash.pop(key, None)
+                prepared = stash.pop((gen, -1 if cfg.is_iterable else batch_id), None) if stash else None
                 if prepared is None:
                     epoch.follow()
                     try:
@@ -290,7 +289,7 @@ def worker_main(cfg: WorkerConfig):
                         if recorder is not None and recorder.after_batch():  # what the next batch starts from
                             board.record(cfg.worker_id, gen, batch_id, recorder.blob)
                 if not publish_prepared(port, slot, prepared, cfg):
-                    stash[key] = prepared
+                    stash[(gen, -1 if cfg.is_iterable else batch_id)] = prepared
                 prepared = None
             except Exception as e:
                 if isinstance(e, StopIteration) and cfg.is_iterable:
