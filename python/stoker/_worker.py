@@ -182,11 +182,6 @@ def publish_prepared(port, slot: int, prepared, cfg: WorkerConfig) -> bool:
     return r != 2
 
 
-def publish_batch(port, slot: int, data, cfg: WorkerConfig) -> bool:
-    """Collates `data` (the fetched samples) into `slot` and publishes it."""
-    return publish_prepared(port, slot, prepare_batch(data, cfg), cfg)
-
-
 def _task_description(batch_id, kind, payload) -> str:
     if kind == N.TASK_INDICES or kind == N.TASK_INDEX:
         return f"batch {batch_id} (indices {short_repr(payload)})"

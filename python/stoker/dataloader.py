@@ -28,7 +28,8 @@ from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 from stoker import _native as N
 from stoker import _reaper
 from stoker._diagnose import OomWatch
-from stoker._worker import ArenaHandle, WorkerConfig, worker_main, publish_batch
+from stoker._worker import (ArenaHandle, WorkerConfig, _default_collate_py, prepare_batch, publish_prepared,
+                            worker_main)
 from stoker.errors import ErrorReport, LoaderTimeout, WorkerCrashed, describe_exit, short_repr
 
 #: Default byte budget of the slot pool (documented in README.md), lowered
@@ -616,11 +617,21 @@ class _StokerIter(_BaseDataLoaderIter):
             kind, payload = N.TASK_INDICES, index
         data = self._local_fetch.fetch(kind, payload)
         out = _LocalPort(self._engine, self._numpy)
+        prepared = prepare_batch(data, self._local_cfg)  # the user's collate_fn: its errors are its own
         try:
-            publish_batch(out, 0, data, self._local_cfg)
+            publish_prepared(out, 0, prepared, self._local_cfg)
         except MemoryError as e:
             where = f"batch {self._num_yielded}" + ("" if self._is_iterable else f" (indices {short_repr(index, 120)})")
             raise MemoryError(f"{e} (while loading {where})") from None
+        except (pickle.PicklingError, AttributeError) as e:
+            # A slot stores some objects as a pickle (a namedtuple's class, an
+            # object of no known kind).  In this process nothing has to cross:
+            # a class that cannot be pickled (defined in a function, or under
+            # another name) is handed over as it is, as torch does.
+            if isinstance(e, AttributeError) and "pickle" not in str(e):
+                raise
+            obj, mode = prepared
+            return _default_collate_py(obj, self._numpy) if mode == N.MODE_COLLATE else obj
         return out.result
 
     # ---- misc --------------------------------------------------------------

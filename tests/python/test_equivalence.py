@@ -201,3 +201,26 @@ def test_an_unpicklable_worker_argument_under_forkserver_gives_torchs_warning():
     with pytest.warns(UserWarning, match="Got pickle error when attempting to start a worker Process"):
         with pytest.raises((TypeError, AttributeError, __import__("pickle").PicklingError)):
             next(iter(loader))
+
+
+def test_a_class_that_cannot_be_pickled_is_fine_without_workers():
+    """torch never pickles with num_workers=0; a namedtuple made in a function
+    (or bound to another name) cannot be pickled, and stoker's slot stored its
+    class as a pickle."""
+    import collections
+    point = collections.namedtuple("Point", ["x", "y"])
+
+    class Local(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            return point(torch.tensor(i), torch.tensor(2 * i))
+
+    got = list(stoker.DataLoader(Local(), batch_size=4))
+    want = list(TorchLoader(Local(), batch_size=4))
+    assert [type(b) for b in got] == [point, point]
+    for a, b in zip(got, want):
+        assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
+    with pytest.raises(AttributeError, match="no_such"):  # other AttributeErrors are the dataset's own
+        list(stoker.DataLoader(Local(), batch_size=4, collate_fn=lambda s: s.no_such))
