@@ -120,12 +120,12 @@ class Recorder:
     def changed(self) -> bool:
         """Captures the state now; True if it differs from the last capture."""
         raw = self._raw_now()
-        np_fields = self._np_fields
-        if raw == self._raw and (np_fields is None or not np_fields[4]):
-            return False  # (a cached gaussian can be used up without a draw: then numpy is read in full)
         py, gauss, np_raw, ts = raw
-        if self._np is not None and (np_fields is None or self._raw is None or np_raw != self._raw[2]
-                                     or np_raw is None or np_fields[4]):
+        np_fields = self._np_fields
+        # numpy is read in full (get_state) when its words cannot be read
+        # directly, when they changed, or when the last state held a cached
+        # gaussian (it can be used up without a draw).
+        if self._np is not None and (np_fields is None or np_raw is None or np_raw != self._raw[2] or np_fields[4]):
             name, keys, pos, has_gauss, cached = self._np.random.get_state()
             np_fields = (name, keys.tobytes(), int(keys.dtype.itemsize), int(pos), int(has_gauss), float(cached))
         if raw == self._raw and np_fields == self._np_fields:
@@ -243,9 +243,13 @@ class RngBoard:
             return 0, 0, 0, None  # overwritten while read
         return seq, gen, batch, blob
 
+    def _entries(self, worker: int) -> list:
+        """Worker `worker`'s readable entries: (seq, gen, batch, blob)."""
+        return [e for e in (self._read(worker, i) for i in range(self.depth)) if e[0]]
+
     def newest(self, worker: int) -> Optional[bytes]:
         """The latest state worker `worker` recorded."""
-        entries = [e for e in (self._read(worker, i) for i in range(self.depth)) if e[0]]
+        entries = self._entries(worker)
         return max(entries, key=lambda e: e[0])[3] if entries else None
 
     def lookup(self, worker: int, gen: int, after_batch: Optional[int]) -> Optional[bytes]:
@@ -255,7 +259,7 @@ class RngBoard:
         the entry of the latest batch at or before `after_batch`, else the
         one before the generation's first task, else its newest (it has not
         started the generation yet)."""
-        entries = [e for e in (self._read(worker, i) for i in range(self.depth)) if e[0]]
+        entries = self._entries(worker)
         ours = [e for e in entries if e[1] == gen]
         if after_batch is not None:
             done = [e for e in ours if 0 <= e[2] <= after_batch]

@@ -215,7 +215,7 @@ def worker_main(cfg: WorkerConfig):
     board = cfg.rng_board
     recorder = None
     if board is not None:
-        from stoker._rng_state import BEFORE, START
+        from stoker._rng_state import BEFORE, START, Recorder
     gen_seen = None
     # Batches prepared but not published (no room in the pool): the task comes
     # back and gets these, so nothing is read, collated or drawn twice.
@@ -228,7 +228,6 @@ def worker_main(cfg: WorkerConfig):
             from stoker._rng_state import restore
             restore(cfg.rng_state)
         if board is not None:
-            from stoker._rng_state import Recorder
             recorder = Recorder()
             board.start_writer(cfg.worker_id)
             if not cfg.rng_on_board:  # (a replacement's state is: it was looked up there)

@@ -53,6 +53,23 @@ def test_the_recorder_sees_every_stream_and_a_used_up_gaussian():
     assert draws() == after
 
 
+def test_the_slow_path_sees_numpy_change_too():
+    """Where the direct reads are unavailable (another interpreter's layout),
+    get_state() is compared instead: a numpy draw alone is still a change."""
+    np.random.seed(0)  # no cached gaussian
+    rec = R.Recorder()
+    rec._py_addr = rec._np_addr = None
+    rec.current()
+    assert not rec.changed()
+    np.random.rand()
+    assert rec.changed()
+    random.random()
+    assert rec.changed()
+    after = draws()
+    R.restore(rec.blob)
+    assert draws() == after
+
+
 def test_a_quiet_worker_checks_sparsely_and_wakes_up_on_a_change():
     rec = R.Recorder()
     rec.current()
