@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "stoker/sample_order.h"
 #include "stoker/status.h"
 
 namespace stoker {
@@ -35,20 +36,6 @@ struct FieldSpec {
 // What the readers do with a record whose content is bad (DataLoss: bad
 // CRC, truncated, a feature of the wrong type or shape).
 enum class OnError : uint8_t { kRaise = 0, kSkip = 1 };
-
-// What an epoch's sample order depends on (NativeDataset::Order).
-struct SampleOrder {
-  uint64_t epoch = 0;
-  bool shuffle = false;
-  uint64_t seed = 0;
-  uint32_t rank = 0, world_size = 1;
-  bool pad = true;  // ranks get equal shares by repeating samples (false: drop the tail)
-  // The seed of the epoch's shuffle, drawn from (seed, epoch).
-  uint64_t ShuffleSeed() const;
-  // Makes `all` (the epoch's order, every rank's) a multiple of world_size
-  // long: padded by repeating from its start, or cut (pad false).
-  void FitToRanks(std::vector<int64_t>* all) const;
-};
 
 class NativeDataset {
  public:

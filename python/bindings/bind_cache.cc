@@ -10,6 +10,7 @@
 #include "core/unique_fd.h"
 #include "cache/shard_cache.h"
 #include "glue/errors.h"
+#include "glue/py_pump.h"
 #include "glue/options.h"
 #include "shm/batch_format.h"
 #include "stoker/shard_index.h"
@@ -197,11 +198,11 @@ void BindCache(py::module_& m) {
       .def("begin_epoch", [](StreamingDataset& d, uint64_t epoch) {
              Status st = [&] { py::gil_scoped_release nogil; return d.BeginEpoch(epoch); }();
              Check(st); })
-      // This rank's order of the current epoch, as int64 bytes.
+      // This rank's order of the current epoch (an EpochOrder).
       .def("order", [](StreamingDataset& d, uint64_t epoch, bool shuffle, uint64_t seed, uint32_t rank,
                        uint32_t world_size, bool pad) {
              std::vector<int64_t> v = d.Order(SampleOrder{epoch, shuffle, seed, rank, world_size, pad});
-             return py::bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t)); })
+             return EpochOrderHandle{std::make_shared<const std::vector<int64_t>>(std::move(v))}; })
       .def("use_shards", &StreamingDataset::UseShards)
       .def_property_readonly("epoch_shards", &StreamingDataset::epoch_shards)
       .def_property_readonly("remote_shards", [](StreamingDataset& d) {

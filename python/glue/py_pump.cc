@@ -89,8 +89,38 @@ Pump::Pump(std::shared_ptr<Engine> engine, const SchedulerOptions& o, bool auto_
 }
 
 void Pump::Reset(PyObject* sampler_iter, bool resume_workers) {
+  active_ = &source_;
   sched_.Reset(&source_, resume_workers);
   source_.SetIterator(sampler_iter);
+}
+
+void Pump::ResetOrder(EpochSource::Order order, uint64_t batch_size, bool drop_last, bool resume_workers) {
+  sched_.Reset(&epoch_source_, resume_workers);  // (drops the tokens of the last epoch first)
+  source_.SetIterator(nullptr);
+  epoch_source_.Begin(std::move(order), batch_size, drop_last);
+  batched_ = batch_size > 0;
+  active_ = &epoch_source_;
+}
+
+PyObject* Pump::IndexOf(uint64_t token) {
+  if (active_ == &source_) {
+    PyObject* index = token ? reinterpret_cast<PyObject*>(token) : Py_None;
+    Py_INCREF(index);
+    return index;
+  }
+  const std::vector<int64_t> idx = epoch_source_.BatchIndices(token);
+  if (!batched_) return idx.empty() ? Py_NewRef(Py_None) : PyLong_FromLongLong(idx[0]);
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(idx.size()));
+  if (!list) return nullptr;
+  for (size_t i = 0; i < idx.size(); ++i) {
+    PyObject* v = PyLong_FromLongLong(idx[i]);
+    if (!v) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), v);
+  }
+  return list;
 }
 
 PyObject* Pump::Next(double timeout_s) {
@@ -117,7 +147,7 @@ PyObject* Pump::Next(double timeout_s) {
         copy = engine_->ShouldCopyOut(o.slot);
         batch = DecodeSlot(engine_, o.slot, numpy_, copy);
       }
-      source_.Drop(o.token);
+      Drop(o.token);
       if (!batch) return nullptr;
       if (!copy) return Py_BuildValue("(iN)", 0, batch);
       return Py_BuildValue("(i(Ni))", 5, batch, 1);
@@ -133,9 +163,11 @@ PyObject* Pump::Next(double timeout_s) {
                                            static_cast<Py_ssize_t>(std::min(used, cap)));
         engine_->Release(o.slot);
       }
-      PyObject* index = o.token ? reinterpret_cast<PyObject*>(o.token) : Py_NewRef(Py_None);
-      if (!report) {
-        Py_DECREF(index);
+      PyObject* index = IndexOf(o.token);
+      Drop(o.token);
+      if (!report || !index) {
+        Py_XDECREF(report);
+        Py_XDECREF(index);
         return nullptr;
       }
       if (o.native_error) {
@@ -169,8 +201,8 @@ PyObject* Pump::InFlight() {
   PyObject* list = PyList_New(0);
   if (!list) return nullptr;
   for (const stoker::InFlight& f : sched_.InFlightTasks()) {
-    PyObject* idx = f.token ? reinterpret_cast<PyObject*>(f.token) : Py_None;
-    PyObject* t = Py_BuildValue("(KIO)", static_cast<unsigned long long>(f.batch_id), f.worker, idx);
+    PyObject* idx = IndexOf(f.token);
+    PyObject* t = idx ? Py_BuildValue("(KIN)", static_cast<unsigned long long>(f.batch_id), f.worker, idx) : nullptr;
     if (!t || PyList_Append(list, t) != 0) {
       Py_XDECREF(t);
       Py_DECREF(list);

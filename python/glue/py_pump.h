@@ -1,6 +1,8 @@
-// Pump: drives a Scheduler from Python.  The sampler is a Python iterator;
-// its outputs become task payloads (int64 indices on the fast path, a pickle
-// otherwise), and finished slots come back decoded as tensors/arrays.
+// Pump: drives a Scheduler from Python.  The epoch's indices come from a
+// Python iterator (the sampler: its outputs become task payloads, int64
+// indices on the fast path, a pickle otherwise) or from a native order
+// (EpochSource: a StreamingDataset's, no Python per sample); finished slots
+// come back decoded as tensors/arrays.
 //
 // Next() returns (code, value):
 //   (0, batch)                      a batch
@@ -19,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "loader/epoch_source.h"
 #include "loader/scheduler.h"
 
 namespace stoker::glue {
@@ -46,10 +49,17 @@ class PyIndexSource : public IndexSource {
   PyObject* saved_[3] = {nullptr, nullptr, nullptr};  // type, value, traceback
 };
 
+// What Python holds of an EpochSource's order (bound as EpochOrder).
+struct EpochOrderHandle {
+  EpochSource::Order order;
+};
+
 class Pump {
  public:
   Pump(std::shared_ptr<Engine> engine, const SchedulerOptions& o, bool auto_collation, bool numpy_mode);
   void Reset(PyObject* sampler_iter, bool resume_workers);
+  // An epoch whose order is native (batch_size 0: batch_size=None).
+  void ResetOrder(EpochSource::Order order, uint64_t batch_size, bool drop_last, bool resume_workers);
   PyObject* Next(double timeout_s);
   // [(batch_id, worker, index), ...] of the tasks in flight.
   PyObject* InFlight();
@@ -63,8 +73,15 @@ class Pump {
   Status Requeue(uint32_t worker) { return sched_.Requeue(worker); }
 
  private:
+  // The Python index (a new reference) of the task holding `token`.
+  PyObject* IndexOf(uint64_t token);
+  void Drop(uint64_t token) { active_->Drop(token); }
+
   std::shared_ptr<Engine> engine_;
   PyIndexSource source_;
+  EpochSource epoch_source_;
+  IndexSource* active_ = &source_;
+  bool batched_ = true;  // (the epoch source's batch_size > 0)
   Scheduler sched_;
   bool numpy_;
   PyThreadState* saved_ = nullptr;

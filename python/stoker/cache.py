@@ -266,6 +266,12 @@ class StreamingSampler(_SamplerBase):
         self._replay = state
 
     def __iter__(self) -> Iterator[int]:
+        # (Only a loader without workers iterates in Python: stoker.DataLoader's
+        # workers take the native order from _native_epoch as it is.)
+        yield from np.asarray(self._native_epoch()).tolist()
+
+    def _native_epoch(self):
+        """Begins the next epoch; this rank's order of it (an EpochOrder)."""
         epoch = self.epoch
         if not self._explicit:
             self.epoch += 1
@@ -283,9 +289,7 @@ class StreamingSampler(_SamplerBase):
         else:
             native.begin_epoch(epoch)
         self._current = {"epoch": epoch, "shards": list(native.epoch_shards) if ds.mode == "growing" else None}
-        order = np.frombuffer(native.order(epoch, self.shuffle, self.seed, self.rank, self.world_size, self.pad),
-                              dtype=np.int64)
-        yield from order.tolist()
+        return native.order(epoch, self.shuffle, self.seed, self.rank, self.world_size, self.pad)
 
     def _begin_agreed(self, native, epoch):
         import torch.distributed as dist

@@ -452,13 +452,18 @@ class _StokerIter(_BaseDataLoaderIter):
         # The order of this epoch is drawn now, not at the first batch, so the
         # random state saved with it is the one that drew it.
         self._epoch_rng = _rng_snapshot(loader)
-        self._sampler_iter = _eager(self._sampler_iter)
+        native_order = _native_order(loader, self._auto_collation) if self._num_workers else None
+        if native_order is None:
+            self._sampler_iter = _eager(self._sampler_iter)
         self._local_skip = set()
         self._delivered_local = 0
         if not first_iter:
             self._iter_base = []  # a resumed epoch's counts belong to that epoch only
         if self._num_workers:
-            self._pump.reset(self._sampler_iter, not first_iter)
+            if native_order is not None:  # no Python per sample: the order goes to the scheduler as it is
+                self._pump.reset_order(native_order, loader.batch_size or 0, loader.drop_last, not first_iter)
+            else:
+                self._pump.reset(self._sampler_iter, not first_iter)
             if resume is not None and self._is_iterable:
                 self._resume_next = resume.get("next_worker", 0)
                 self._pump.start_round_robin_at(self._resume_next)
@@ -825,6 +830,21 @@ def _native_source(loader, is_iterable):
     if not (_is_default(collate, "default_collate") or _is_default(collate, "default_convert")):
         return None
     return ds._native
+
+
+def _native_order(loader, auto_collation):
+    """The epoch's order, begun now, where the sampler's order is native (a
+    StreamingDataset's) and torch's own batching of it is all there is;
+    else None (the sampler is iterated in Python)."""
+    from torch.utils.data import BatchSampler
+    sampler = loader.sampler
+    if not hasattr(sampler, "_native_epoch"):
+        return None
+    if auto_collation:
+        bs = loader.batch_sampler
+        if type(bs) is not BatchSampler or bs.sampler is not sampler:
+            return None
+    return sampler._native_epoch()
 
 
 def _eager(it):

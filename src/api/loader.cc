@@ -19,49 +19,12 @@
 #include "io/tar_shard_dataset.h"
 #include "io/tfrecord_dataset.h"
 #include "loader/engine.h"
+#include "loader/epoch_source.h"
 #include "loader/native_workers.h"
 #include "loader/scheduler.h"
 #include "sync/futex.h"
 
 namespace stoker {
-
-namespace {
-
-class EpochSource : public IndexSource {
- public:
-  void Begin(std::vector<int64_t> order, uint64_t batch_size, bool drop_last) {
-    order_ = std::move(order);
-    bs_ = batch_size;
-    const uint64_t per = std::max<uint64_t>(1, bs_);
-    batches_ = drop_last && bs_ ? order_.size() / per : (order_.size() + per - 1) / per;
-    next_ = 0;
-  }
-  uint64_t batches() const { return batches_; }
-  Result<bool> Next(TaskSpec* spec) override {
-    if (next_ >= batches_) return false;
-    const uint64_t per = std::max<uint64_t>(1, bs_);
-    const uint64_t lo = next_ * per, hi = std::min<uint64_t>(lo + per, order_.size());
-    spec->kind = bs_ ? TaskKind::kIndices : TaskKind::kIndex;
-    spec->payload.assign(reinterpret_cast<const char*>(order_.data() + lo), (hi - lo) * 8);
-    spec->token = next_ + 1;  // 0 means "no token"
-    ++next_;
-    return true;
-  }
-  std::string Indices(uint64_t token) const {
-    if (token == 0 || token > batches_) return "?";
-    const uint64_t per = std::max<uint64_t>(1, bs_);
-    const uint64_t lo = (token - 1) * per, hi = std::min<uint64_t>(lo + per, order_.size());
-    std::string s = "[";
-    for (uint64_t i = lo; i < hi && i < lo + 16; ++i) s += (i > lo ? ", " : "") + std::to_string(order_[i]);
-    return s + (hi - lo > 16 ? ", ...]" : "]");
-  }
-
- private:
-  std::vector<int64_t> order_;
-  uint64_t bs_ = 1, batches_ = 0, next_ = 0;
-};
-
-}  // namespace
 
 struct Loader::Impl {
   std::shared_ptr<NativeDataset> dataset;
@@ -145,9 +108,10 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<NativeDataset> da
 
 uint64_t Loader::batches_per_epoch() const {
   const LoaderOptions& o = impl_->o;
-  const uint64_t n = impl_->dataset->size();
-  const uint64_t w = o.world_size;
-  const uint64_t mine = (o.even_split_pad ? (n + w - 1) / w * w : n / w * w) / w;
+  SampleOrder so;
+  so.world_size = o.world_size;
+  so.pad = o.even_split_pad;
+  const uint64_t mine = so.PerRank(impl_->dataset->size());
   const uint64_t per = std::max<uint64_t>(1, o.batch_size);
   return o.drop_last && o.batch_size ? mine / per : (mine + per - 1) / per;
 }
@@ -236,7 +200,7 @@ Status Loader::Next(Batch* out, bool* end_of_epoch) {
         report.assign(reinterpret_cast<const char*>(p), std::min(used, cap));
         m.engine->Release(o.slot);
       }
-      const std::string indices = m.source.Indices(o.token);
+      const std::string indices = m.source.Describe(o.token);
       m.source.Drop(o.token);
       const auto code = report.empty() ? Status::Code::kInternal : static_cast<Status::Code>(report[0]);
       return Status::FromCode(code == Status::Code::kOk ? Status::Code::kInternal : code,

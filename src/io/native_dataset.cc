@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "core/mix.h"
 #include "shm/batch_format.h"
 
 namespace stoker {
@@ -23,25 +22,8 @@ Status NativeDataset::SampleBytes(uint64_t, uint64_t* bytes) {
   return Status::OK();
 }
 
-uint64_t SampleOrder::ShuffleSeed() const { return Mix64(seed ^ Mix64(epoch + 0x5bd1e995)); }
-
-void SampleOrder::FitToRanks(std::vector<int64_t>* all) const {
-  const uint64_t n = all->size(), w = std::max<uint32_t>(1, world_size);
-  const uint64_t total = n == 0 ? 0 : pad ? (n + w - 1) / w * w : n / w * w;
-  for (uint64_t i = n; i < total; ++i) all->push_back((*all)[(i - n) % n]);
-  all->resize(total);
-}
-
 std::vector<int64_t> NativeDataset::Order(const SampleOrder& o) {
-  const uint64_t n = size();
-  std::vector<int64_t> all(n);
-  for (uint64_t i = 0; i < n; ++i) all[i] = static_cast<int64_t>(i);
-  if (o.shuffle) MixShuffle(all.begin(), all.end(), o.ShuffleSeed());
-  o.FitToRanks(&all);
-  const uint64_t w = std::max<uint32_t>(1, o.world_size);
-  std::vector<int64_t> mine;
-  for (uint64_t i = o.rank; i < all.size(); i += w) mine.push_back(all[i]);
-  return mine;
+  return o.RankPart(o.Global(size()), RankSplit::kStrided);
 }
 
 bool NativeDataset::has_variable_fields() const {

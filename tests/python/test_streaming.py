@@ -770,6 +770,38 @@ def test_tar_shards_and_in_process_reads(tmp_path):
     assert all((b["x.npy"][:, 0, 0] == b["cls"]).all() for b in got)
 
 
+def test_workers_take_the_epochs_order_natively_in_the_same_order_as_python(tmp_path, monkeypatch):
+    """The epoch protocol is one: with workers, the order goes from the
+    dataset to the scheduler without Python per sample (the sampler is never
+    iterated in Python), and it is the order a loader without workers reads."""
+    root = tmp_path / "tars"
+    root.mkdir()
+    write_tar_shards(str(root / "part-%03d.tar"), [{"__key__": f"s{i:04d}", "cls": i} for i in range(90)], maxcount=10)
+    write_index(root)
+    ds = StreamingDataset("file://" + str(root), str(tmp_path / "c"), 1 << 30, mode="full", shuffle_window=2)
+
+    def epochs(num_workers, **kw):
+        loader = stoker.DataLoader(ds, shuffle=True, seed=5, num_workers=num_workers, **kw)
+        out = []
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            out.append([[int(c) for c in np.atleast_1d(b["cls"])] for b in loader])
+        return out
+
+    in_python = epochs(0, batch_size=8, drop_last=True)
+    none_python = epochs(0, batch_size=None)
+    from stoker.cache import StreamingSampler
+
+    def no_python_iteration(self):
+        raise AssertionError("the sampler was iterated in Python")
+        yield
+    monkeypatch.setattr(StreamingSampler, "__iter__", no_python_iteration)
+    assert epochs(2, batch_size=8, drop_last=True) == in_python
+    assert epochs(2, batch_size=None) == none_python
+    assert in_python[0] != in_python[1] and sorted(sum(none_python[0], [])) == list(range(90))
+    assert all(len(b) == 8 for b in in_python[0]) and len(in_python[0]) == 90 // 8
+
+
 def test_forked_python_workers_get_a_clear_error(server, tmp_path):
     ds = StreamingDataset(server.url, str(tmp_path / "c"), 1 << 30, features=FEATURES)
     loader = stoker.DataLoader(ds.map(lambda x: x * 2, field="x"), batch_size=10, num_workers=1)

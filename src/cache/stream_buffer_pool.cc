@@ -1,0 +1,99 @@
+// StreamBufferPool (stream_buffer_pool.h).
+#include "cache/stream_buffer_pool.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "proc/proc_memory.h"
+
+namespace stoker {
+
+StreamBuffer::~StreamBuffer() {
+  if (map) munmap(map, capacity);
+}
+
+Status StreamBufferPool::Configure(const StreamBufferSizing& sizing, bool needed, const std::string& what) {
+  what_ = what;
+  sizing_ = sizing;
+  // Whole huge pages for shards of one or more, whole pages below that.
+  const uint64_t unit = sizing.largest_shard >= (2 << 20) ? (2 << 20) : 4096;
+  capacity_ = std::max<uint64_t>(unit, (sizing.largest_shard + unit - 1) / unit * unit);
+  const Result<uint64_t> limit = MemoryLimitBytes();
+  const size_t least = size_t{sizing.window} + 1;
+  count_ = sizing.stream_buffers ? sizing.stream_buffers : 2 * size_t{sizing.window} + 2 * size_t{sizing.fetchers};
+  if (!sizing.stream_buffers && limit.ok())
+    count_ = std::max(least, std::min<size_t>(count_, limit.value() / 4 / capacity_));
+  if (needed && limit.ok() && count_ * capacity_ > limit.value() / 2)
+    return Status::ResourceExhausted(
+        what + " streams the shards its cache has no room for through memory: " + std::to_string(count_) +
+        " buffers (stream_buffers" + (sizing.stream_buffers ? "" : ", at least shuffle_window + 1") + ") of " +
+        std::to_string(capacity_) + " bytes (the largest shard) would take " + std::to_string(count_ * capacity_) +
+        " bytes, more than half of the " + std::to_string(limit.value()) +
+        " bytes this process may use (MemTotal or its cgroup's limit); lower " +
+        (sizing.stream_buffers ? "stream_buffers or " : "") +
+        "shuffle_window, give the cache room on disk (max_bytes), or use smaller shards");
+  return Status::OK();
+}
+
+Status StreamBufferPool::Add() {
+  auto b = std::make_unique<StreamBuffer>();
+  const std::string what = what_ + ": a stream buffer of " + std::to_string(capacity_) + " bytes (" +
+                           std::to_string(count_) + " of them: stream_buffers; lower it or shuffle_window)";
+  void* p = mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return Status::ResourceExhausted("no memory for " + what);
+  b->map = static_cast<uint8_t*>(p);
+  b->capacity = capacity_;
+  if (capacity_ >= (2 << 20)) madvise(p, capacity_, MADV_HUGEPAGE);  // (advice: fine where the kernel has none)
+  if (madvise(p, capacity_, MADV_POPULATE_WRITE) != 0 && errno != EINVAL)  // EINVAL: a kernel before 5.14
+    return Status::ResourceExhausted("no memory for " + what + ": " + std::strerror(errno));
+  buffers_.push_back(std::move(b));
+  return Status::OK();
+}
+
+// Readers that each work through a different part of the order (batches of
+// many small shards: a batch of 100 samples of 2-sample shards spans 12
+// windows of 4) can need more shards at once than there are buffers;
+// waiting for a release then waited forever, the fetchers' prefetches
+// holding the buffers the readers' shards needed: hence `take_back`.
+Result<StreamBuffer*> StreamBufferPool::Acquire(std::weak_ptr<const void> owner, bool speculative,
+                                                const std::function<StreamBuffer*()>& take_back) {
+  size_t free = count_ - std::min(count_, buffers_.size());
+  for (const auto& b : buffers_) free += b->Free();
+  if (speculative && free <= sizing_.window) return static_cast<StreamBuffer*>(nullptr);
+  StreamBuffer* got = nullptr;
+  if (free > 0) {
+    for (auto& b : buffers_)
+      if (b->Free()) {
+        got = b.get();
+        break;
+      }
+  } else {
+    got = take_back();
+  }
+  if (!got) {
+    STOKER_RETURN_IF_ERROR(Add());
+    got = buffers_.back().get();
+  }
+  got->busy = true;
+  got->owner = std::move(owner);
+  return got;
+}
+
+void StreamBufferPool::Return(StreamBuffer* b) {
+  b->busy = false;
+  b->owner.reset();
+  if (buffers_.size() <= count_) return;
+  auto it = std::find_if(buffers_.begin(), buffers_.end(), [&](const auto& x) { return x.get() == b; });
+  if (it != buffers_.end()) buffers_.erase(it);
+}
+
+uint64_t StreamBufferPool::bytes() const {
+  uint64_t n = 0;
+  for (const auto& b : buffers_) n += b->capacity;
+  return n;
+}
+
+}  // namespace stoker

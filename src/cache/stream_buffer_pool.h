@@ -1,0 +1,88 @@
+// StreamBufferPool: the memory a full-mode StreamingDataset streams shards
+// into when its cache has no room for them.  A shard lives in one buffer
+// from its download until the readers are done with it.  The buffers are
+// anonymous memory (huge pages where the kernel has them), made once and
+// reused from shard to shard: no page is allocated, mapped or freed per
+// shard, and the readers read a shard in place.
+//
+// Not thread-safe: the dataset calls it under its own mutex.
+#ifndef STOKER_CACHE_STREAM_BUFFER_POOL_H_
+#define STOKER_CACHE_STREAM_BUFFER_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker {
+
+struct StreamBuffer {
+  uint8_t* map = nullptr;
+  uint64_t capacity = 0;
+  uint64_t size = 0;  // of the shard in it
+  bool busy = false;
+  // The epoch whose shard it holds.  An epoch left before its end (a loop
+  // that breaks, an error) never releases the shards it had: once no reader
+  // and no fetcher holds that epoch, its buffer is free again.
+  std::weak_ptr<const void> owner;
+  bool Free() const { return !busy || owner.expired(); }
+  StreamBuffer() = default;
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+  ~StreamBuffer();
+};
+
+struct StreamBufferSizing {
+  uint64_t largest_shard = 0;
+  uint32_t stream_buffers = 0;  // asked for; 0: chosen (Configure)
+  uint32_t window = 1;          // shuffle_window: shards the readers hold at once
+  uint32_t fetchers = 1;
+};
+
+class StreamBufferPool {
+ public:
+  // Decides how many buffers and how large.  Default count: the window
+  // being read, as many again kept for the readers' next shards, and per
+  // fetcher one buffer in flight and one ready (so that fetchers finishing
+  // at different times do not wait for each other's readers); but no more
+  // than a quarter of the memory this process may use, and never fewer
+  // than a window and one more.  Where some shards are sure to stream
+  // (`needed`), more than half that memory is ResourceExhausted here, not
+  // the OOM killer in the middle of an epoch.  `what` names the dataset.
+  Status Configure(const StreamBufferSizing& sizing, bool needed, const std::string& what);
+
+  // One more buffer, its pages allocated now (an error here, not a fault
+  // in the middle of an epoch).
+  Status Add();
+
+  // A free buffer for `owner`'s shard, or null.  A speculative fetch
+  // leaves a window of them for the shards the readers ask for.  A shard a
+  // reader waits for always gets one: `take_back` gives up a prefetched
+  // shard's buffer (or null), and where the readers hold every buffer one
+  // more is made, unmapped again when it comes back (Return).  An error:
+  // that buffer could not be made.
+  Result<StreamBuffer*> Acquire(std::weak_ptr<const void> owner, bool speculative,
+                                const std::function<StreamBuffer*()>& take_back);
+  // A buffer back to the pool; one made past the count is unmapped.
+  void Return(StreamBuffer* b);
+
+  size_t count() const { return count_; }  // buffers the pool keeps
+  size_t made() const { return buffers_.size(); }
+  uint64_t capacity() const { return capacity_; }  // bytes of each
+  uint64_t bytes() const;                          // held now
+
+ private:
+  std::string what_;
+  StreamBufferSizing sizing_;
+  size_t count_ = 0;
+  uint64_t capacity_ = 0;
+  std::vector<std::unique_ptr<StreamBuffer>> buffers_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_CACHE_STREAM_BUFFER_POOL_H_

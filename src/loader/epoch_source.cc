@@ -1,0 +1,39 @@
+// EpochSource (epoch_source.h).
+#include "loader/epoch_source.h"
+
+#include <algorithm>
+
+namespace stoker {
+
+void EpochSource::Begin(Order order, uint64_t batch_size, bool drop_last) {
+  order_ = std::move(order);
+  bs_ = batch_size;
+  batches_ = drop_last && bs_ ? order_->size() / per() : (order_->size() + per() - 1) / per();
+  next_ = 0;
+}
+
+Result<bool> EpochSource::Next(TaskSpec* spec) {
+  if (next_ >= batches_) return false;
+  const uint64_t lo = next_ * per(), hi = std::min<uint64_t>(lo + per(), order_->size());
+  spec->kind = bs_ ? TaskKind::kIndices : TaskKind::kIndex;
+  spec->payload.assign(reinterpret_cast<const char*>(order_->data() + lo), (hi - lo) * sizeof(int64_t));
+  spec->token = next_ + 1;  // 0 means "no token"
+  ++next_;
+  return true;
+}
+
+std::vector<int64_t> EpochSource::BatchIndices(uint64_t token) const {
+  if (token == 0 || token > batches_) return {};
+  const uint64_t lo = (token - 1) * per(), hi = std::min<uint64_t>(lo + per(), order_->size());
+  return std::vector<int64_t>(order_->begin() + static_cast<int64_t>(lo), order_->begin() + static_cast<int64_t>(hi));
+}
+
+std::string EpochSource::Describe(uint64_t token) const {
+  const std::vector<int64_t> idx = BatchIndices(token);
+  if (idx.empty()) return "?";
+  std::string s = "[";
+  for (size_t i = 0; i < idx.size() && i < 16; ++i) s += (i ? ", " : "") + std::to_string(idx[i]);
+  return s + (idx.size() > 16 ? ", ...]" : "]");
+}
+
+}  // namespace stoker
