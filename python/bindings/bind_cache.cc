@@ -158,41 +158,61 @@ void BindCache(py::module_& m) {
     return ShardTuple(Check(std::move(r)));
   });
 
+  // StreamingOptions (include/stoker/streaming.h), field by field; the
+  // strings become the core's enums here (errors name the option).
+  py::class_<StreamingOptions>(m, "StreamingOptions")
+      .def(py::init<>())
+      .def_readwrite("remote", &StreamingOptions::remote)
+      .def_readwrite("local", &StreamingOptions::local)
+      .def_readwrite("max_bytes", &StreamingOptions::max_bytes)
+      .def_property("mode", [](const StreamingOptions& o) { return o.mode == StreamingMode::kFull ? "full" : "growing"; },
+                    [](StreamingOptions& o, const std::string& mode) {
+                      if (mode == "growing") o.mode = StreamingMode::kGrowing;
+                      else if (mode == "full") o.mode = StreamingMode::kFull;
+                      else Throw(Status::InvalidArgument("mode='" + mode + "' is not one of 'growing', 'full'"));
+                    })
+      .def_property("eviction", [](const StreamingOptions& o) { return o.eviction == EvictionOrder::kOldest ? "oldest" : "lru"; },
+                    [](StreamingOptions& o, const std::string& eviction) {
+                      if (eviction == "oldest") o.eviction = EvictionOrder::kOldest;
+                      else if (eviction == "lru") o.eviction = EvictionOrder::kLeastRecentlyUsed;
+                      else Throw(Status::InvalidArgument("eviction='" + eviction + "' is not one of 'oldest', 'lru'"));
+                    })
+      .def_property("shards", [](const StreamingOptions& o) {
+                      py::list out;
+                      for (const ShardInfo& s : o.shards) out.append(ShardTuple(s));
+                      return out; },
+                    [](StreamingOptions& o, const py::iterable& rows) {
+                      o.shards.clear();
+                      for (py::handle t : rows) o.shards.push_back(ShardFromTuple(t));
+                    })
+      .def_readwrite("index", &StreamingOptions::index)
+      .def_property("format", [](const StreamingOptions& o) { return o.format == ShardFormat::kTFRecord ? "tfrecord" : "tar"; },
+                    [](StreamingOptions& o, const std::string& f) { o.format = ParseShardFormat(f); })
+      .def_property("features", nullptr, [](StreamingOptions& o, const FeatureArgs& f) { o.features = FeatureSpecs(f); })
+      .def_property("tar_fields", nullptr, [](StreamingOptions& o, const TarFieldArgs& f) { o.tar_fields = TarDecls(f); })
+      .def_property("on_error", [](const StreamingOptions& o) { return o.on_error == OnError::kSkip ? "skip" : "raise"; },
+                    [](StreamingOptions& o, const std::string& e) { o.on_error = ParseOnError(e); })
+      .def_readwrite("fetchers", &StreamingOptions::fetchers)
+      .def_readwrite("fetcher_cpus", &StreamingOptions::fetcher_cpus)
+      .def_readwrite("prefetch", &StreamingOptions::prefetch)
+      .def_readwrite("stream_buffers", &StreamingOptions::stream_buffers)
+      .def_readwrite("shuffle_window", &StreamingOptions::shuffle_window)
+      .def_readwrite("min_shards", &StreamingOptions::min_shards)
+      .def_readwrite("fetch_seed", &StreamingOptions::fetch_seed)
+      .def_readwrite("wait_timeout_s", &StreamingOptions::wait_timeout_s)
+      .def_property("attempts", [](const StreamingOptions& o) { return o.store.attempts; },
+                    [](StreamingOptions& o, int v) { o.store.attempts = v; })
+      .def_property("backoff_s", [](const StreamingOptions& o) { return o.store.backoff_s; },
+                    [](StreamingOptions& o, double v) { o.store.backoff_s = v; })
+      .def_property("max_backoff_s", [](const StreamingOptions& o) { return o.store.max_backoff_s; },
+                    [](StreamingOptions& o, double v) { o.store.max_backoff_s = v; })
+      .def_property("connect_timeout_s", [](const StreamingOptions& o) { return o.store.connect_timeout_s; },
+                    [](StreamingOptions& o, double v) { o.store.connect_timeout_s = v; })
+      .def_property("stall_timeout_s", [](const StreamingOptions& o) { return o.store.stall_timeout_s; },
+                    [](StreamingOptions& o, double v) { o.store.stall_timeout_s = v; });
+
   py::class_<StreamingDataset, NativeDataset, std::shared_ptr<StreamingDataset>>(m, "StreamingDataset")
-      .def_static("open", [](const std::string& remote, const std::string& local, uint64_t max_bytes,
-                             const std::string& mode, const std::string& eviction, const py::object& shards,
-                             const std::string& index, const std::string& format, const FeatureArgs& features,
-                             const TarFieldArgs& tar_fields,
-                             const std::string& on_error, uint32_t fetchers, const std::vector<int>& fetcher_cpus,
-                             uint32_t prefetch, uint32_t stream_buffers, uint32_t shuffle_window,
-                             uint32_t min_shards, uint64_t fetch_seed, double wait_timeout_s, int attempts,
-                             double backoff_s, double max_backoff_s, double connect_timeout_s, double stall_timeout_s) {
-             StreamingOptions o;
-             o.remote = remote;
-             o.local = local;
-             o.max_bytes = max_bytes;
-             if (mode == "growing") o.mode = StreamingMode::kGrowing;
-             else if (mode == "full") o.mode = StreamingMode::kFull;
-             else Throw(Status::InvalidArgument("mode='" + mode + "' is not one of 'growing', 'full'"));
-             if (eviction == "oldest") o.eviction = EvictionOrder::kOldest;
-             else if (eviction == "lru") o.eviction = EvictionOrder::kLeastRecentlyUsed;
-             else Throw(Status::InvalidArgument("eviction='" + eviction + "' is not one of 'oldest', 'lru'"));
-             if (!shards.is_none())
-               for (py::handle t : shards) o.shards.push_back(ShardFromTuple(t));
-             o.index = index;
-             o.format = ParseShardFormat(format);
-             o.features = FeatureSpecs(features);
-             o.tar_fields = TarDecls(tar_fields);
-             o.on_error = ParseOnError(on_error);
-             o.fetchers = fetchers;
-             o.fetcher_cpus = fetcher_cpus;
-             o.prefetch = prefetch;
-             o.stream_buffers = stream_buffers;
-             o.shuffle_window = shuffle_window;
-             o.min_shards = min_shards;
-             o.fetch_seed = fetch_seed;
-             o.wait_timeout_s = wait_timeout_s;
-             o.store = StoreOptions{attempts, backoff_s, max_backoff_s, connect_timeout_s, stall_timeout_s};
+      .def_static("open", [](const StreamingOptions& o) {
              Result<std::shared_ptr<StreamingDataset>> r = [&] { py::gil_scoped_release nogil; return StreamingDataset::Open(o); }();
              return Check(std::move(r)); })
       .def("begin_epoch", [](StreamingDataset& d, uint64_t epoch) {

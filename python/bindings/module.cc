@@ -8,6 +8,7 @@
 namespace py = pybind11;
 
 namespace stoker::glue {
+void BindCodes(pybind11::module_& m);
 void BindEngine(pybind11::module_& m);
 void BindWorker(pybind11::module_& m);
 void BindScheduler(pybind11::module_& m);
@@ -24,6 +25,7 @@ PYBIND11_MODULE(_stoker, m) {
   m.def("register", [](const char* name, py::handle obj) {
     if (!stoker::glue::RegisterObject(name, obj.ptr())) throw py::error_already_set();
   }, "Registers a Python object the native code needs (see stoker/_native.py).");
+  stoker::glue::BindCodes(m);
   stoker::glue::BindEngine(m);
   stoker::glue::BindWorker(m);
   stoker::glue::BindScheduler(m);

@@ -101,22 +101,22 @@ PlanResult Fallback() {
 }
 }  // namespace
 
-BatchPlan::~BatchPlan() {
+PyCollate::~PyCollate() {
   for (auto& v : views_) PyBuffer_Release(&v);
   for (PyObject* o : keep_) Py_DECREF(o);
 }
 
-bool BatchPlan::IsTensor(PyObject* o) const {
+bool PyCollate::IsTensor(PyObject* o) const {
   PyObject* t = R().tensor_type;
   return t && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(t));
 }
 
-bool BatchPlan::IsArray(PyObject* o) const {
+bool PyCollate::IsArray(PyObject* o) const {
   PyObject* t = R().ndarray_type;
   return t && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(t));
 }
 
-uint64_t BatchPlan::LeafNode(Tag tag, DType dtype, const int64_t* shape, int ndim, uint64_t nbytes) {
+uint64_t PyCollate::LeafNode(Tag tag, DType dtype, const int64_t* shape, int ndim, uint64_t nbytes) {
   tree_.PutTag(tag);
   tree_.Put<uint8_t>(static_cast<uint8_t>(dtype));
   tree_.Put<uint8_t>(static_cast<uint8_t>(ndim));
@@ -129,7 +129,7 @@ uint64_t BatchPlan::LeafNode(Tag tag, DType dtype, const int64_t* shape, int ndi
   return off;
 }
 
-PlanResult BatchPlan::TensorLeaf(PyObject* t, Leaf* leaf) {
+PlanResult PyCollate::TensorLeaf(PyObject* t, Leaf* leaf) {
   Probe p;
   bool supported = false;
   const bool ok = ProbeTensor(t, &p, &supported);
@@ -150,7 +150,7 @@ PlanResult BatchPlan::TensorLeaf(PyObject* t, Leaf* leaf) {
   return res;
 }
 
-PlanResult BatchPlan::ArrayLeaf(PyObject* a, Leaf* leaf) {
+PlanResult PyCollate::ArrayLeaf(PyObject* a, Leaf* leaf) {
   Py_buffer view;
   const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
   if (PyObject_GetBuffer(a, &view, flags) != 0) {
@@ -175,12 +175,12 @@ PlanResult BatchPlan::ArrayLeaf(PyObject* a, Leaf* leaf) {
 
 // ---- Collate mode ---------------------------------------------------------
 
-PlanResult BatchPlan::Collate(PyObject* samples) {
+PlanResult PyCollate::Collate(PyObject* samples) {
   if (!PyList_Check(samples) || PyList_GET_SIZE(samples) == 0) return PlanResult::kFallback;
   return CollateNode(samples, 0);
 }
 
-PlanResult BatchPlan::CollateTensors(PyObject* samples) {
+PlanResult PyCollate::CollateTensors(PyObject* samples) {
   const Py_ssize_t n = PyList_GET_SIZE(samples);
   Leaf first;
   PlanResult r = TensorLeaf(PyList_GET_ITEM(samples, 0), &first);
@@ -227,7 +227,7 @@ PlanResult BatchPlan::CollateTensors(PyObject* samples) {
   return PlanResult::kOk;
 }
 
-PlanResult BatchPlan::CollateArrays(PyObject* samples) {
+PlanResult PyCollate::CollateArrays(PyObject* samples) {
   const Py_ssize_t n = PyList_GET_SIZE(samples);
   Leaf first;
   if (ArrayLeaf(PyList_GET_ITEM(samples, 0), &first) != PlanResult::kOk) return Fallback();
@@ -249,7 +249,7 @@ PlanResult BatchPlan::CollateArrays(PyObject* samples) {
   return PlanResult::kOk;
 }
 
-PlanResult BatchPlan::CollateNumbers(PyObject* samples, bool is_float) {
+PlanResult PyCollate::CollateNumbers(PyObject* samples, bool is_float) {
   const Py_ssize_t n = PyList_GET_SIZE(samples);
   const int64_t shape[1] = {n};
   const uint64_t off0 = scratch_.size();
@@ -289,7 +289,7 @@ PlanResult BatchPlan::CollateNumbers(PyObject* samples, bool is_float) {
   return PlanResult::kOk;
 }
 
-PlanResult BatchPlan::CollateNode(PyObject* samples, int depth) {
+PlanResult PyCollate::CollateNode(PyObject* samples, int depth) {
   if (depth > kMaxDepth) return PlanResult::kFallback;
   const Py_ssize_t n = PyList_GET_SIZE(samples);
   PyObject* elem = PyList_GET_ITEM(samples, 0);
@@ -360,9 +360,9 @@ PlanResult BatchPlan::CollateNode(PyObject* samples, int depth) {
 
 // ---- Preserve mode --------------------------------------------------------
 
-PlanResult BatchPlan::Preserve(PyObject* obj) { return PreserveNode(obj, 0); }
+PlanResult PyCollate::Preserve(PyObject* obj) { return PreserveNode(obj, 0); }
 
-PlanResult BatchPlan::PickleNode(PyObject* obj) {
+PlanResult PyCollate::PickleNode(PyObject* obj) {
   Registry& r = R();
   PyObject* res = PyObject_CallOneArg(r.dumps_with_leaves, obj);
   if (!res) return PlanResult::kError;
@@ -417,7 +417,7 @@ PlanResult BatchPlan::PickleNode(PyObject* obj) {
   return PlanResult::kOk;
 }
 
-PlanResult BatchPlan::PreserveNode(PyObject* obj, int depth) {
+PlanResult PyCollate::PreserveNode(PyObject* obj, int depth) {
   if (depth > kMaxDepth) return PickleNode(obj);
   if (obj == Py_None) {
     tree_.PutTag(Tag::kNone);
@@ -507,11 +507,11 @@ PlanResult BatchPlan::PreserveNode(PyObject* obj, int depth) {
 
 // ---- Writing --------------------------------------------------------------
 
-uint64_t BatchPlan::total_bytes() const {
+uint64_t PyCollate::total_bytes() const {
   return AlignUp(sizeof(BatchHeader) + tree_.size(), kLeafAlign) + data_bytes_;
 }
 
-void BatchPlan::WriteTo(uint8_t* region) {
+void PyCollate::WriteTo(uint8_t* region) {
   const uint64_t data_start = AlignUp(sizeof(BatchHeader) + tree_.size(), kLeafAlign);
   for (size_t pos : patches_) {
     uint64_t rel;

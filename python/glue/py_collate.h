@@ -1,4 +1,4 @@
-// BatchPlan: turns Python batch objects into the slot byte format
+// PyCollate: turns Python batch objects into the slot byte format
 // (src/shm/batch_format.h) in two steps: Plan (walk the objects, lay out the
 // tree and the leaves, keep the sources alive) and WriteTo (copy into the
 // slot region).  Planning first lets the worker ask for a bigger region
@@ -31,12 +31,12 @@ namespace stoker::glue {
 
 enum class PlanResult { kOk, kFallback, kError /* Python error set */ };
 
-class BatchPlan {
+class PyCollate {
  public:
-  explicit BatchPlan(bool numpy_mode) : numpy_mode_(numpy_mode) {}
-  ~BatchPlan();
-  BatchPlan(const BatchPlan&) = delete;
-  BatchPlan& operator=(const BatchPlan&) = delete;
+  explicit PyCollate(bool numpy_mode) : numpy_mode_(numpy_mode) {}
+  ~PyCollate();
+  PyCollate(const PyCollate&) = delete;
+  PyCollate& operator=(const PyCollate&) = delete;
 
   PlanResult Collate(PyObject* samples);
   PlanResult Preserve(PyObject* obj);

@@ -10,7 +10,7 @@
 namespace stoker::glue {
 
 PyObject* FillLocal(const std::shared_ptr<Engine>& e, PyObject* obj, PublishMode mode, bool numpy_mode) {
-  BatchPlan plan(numpy_mode);
+  PyCollate plan(numpy_mode);
   PlanResult r = mode == PublishMode::kCollate ? plan.Collate(obj) : plan.Preserve(obj);
   if (r == PlanResult::kFallback) return nullptr;
   if (r == PlanResult::kError) return nullptr;
@@ -122,9 +122,9 @@ PyObject* NextTask(WorkerPort& port) {
 }
 
 int PublishBatch(WorkerPort& port, uint32_t slot, PyObject* obj, PublishMode mode, bool numpy_mode) {
-  BatchPlan plan(numpy_mode);
+  PyCollate plan(numpy_mode);
   PlanResult r = mode == PublishMode::kCollate ? plan.Collate(obj) : plan.Preserve(obj);
-  if (r == PlanResult::kFallback) return 0;
+  if (r == PlanResult::kFallback) return static_cast<int>(PublishOutcome::kFallback);
   if (r == PlanResult::kError) return -1;
   const uint64_t need = plan.total_bytes();
   Result<uint8_t*> region = Status::Internal("unset");
@@ -133,7 +133,7 @@ int PublishBatch(WorkerPort& port, uint32_t slot, PyObject* obj, PublishMode mod
   Py_END_ALLOW_THREADS
   if (region.status().IsCancelled()) {
     port.Publish(slot, SlotResult::kCancelled, 0);
-    return 2;
+    return static_cast<int>(PublishOutcome::kCancelled);
   }
   if (!region.ok()) {
     SetError(region.status());
@@ -141,7 +141,7 @@ int PublishBatch(WorkerPort& port, uint32_t slot, PyObject* obj, PublishMode mod
   }
   plan.WriteTo(region.value());
   port.Publish(slot, SlotResult::kOk, need);
-  return 1;
+  return static_cast<int>(PublishOutcome::kPublished);
 }
 
 void PublishBytes(WorkerPort& port, uint32_t slot, SlotResult result, PyObject* bytes) {

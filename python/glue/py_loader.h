@@ -16,6 +16,8 @@
 namespace stoker::glue {
 
 enum class PublishMode { kCollate = 0, kPreserve = 1 };
+// What PublishBatch did (-1 on a Python error).
+enum class PublishOutcome { kFallback = 0, kPublished = 1, kCancelled = 2 };
 
 // Engine (main process) -----------------------------------------------------
 
@@ -32,10 +34,10 @@ PyObject* StatsDict(Engine& e, bool process_memory);
 // Next task as (msg, slot, batch_id, generation, kind, payload), or None
 // once the loader is shut down.  Waits with the GIL released.
 PyObject* NextTask(WorkerPort& port);
-// Plans and writes `obj` into the slot and publishes it.  Returns 1 when
-// published, 2 when the main process had no room and took the task back
-// (published as cancelled; it comes again), 0 when collate mode needs a
-// Python fallback, -1 on a Python error.  May wait (GIL released) for the
+// Plans and writes `obj` into the slot and publishes it.  Returns
+// kPublished, kCancelled when the main process had no room and took the task
+// back (published as cancelled; it comes again), kFallback when collate mode
+// needs a Python fallback, -1 on a Python error.  May wait (GIL released) for the
 // main process to answer a request for a bigger region.
 int PublishBatch(WorkerPort& port, uint32_t slot, PyObject* obj, PublishMode mode, bool numpy_mode);
 // Publishes an error report (bytes), truncated to the region if needed.

@@ -149,8 +149,8 @@ PyObject* Pump::Next(double timeout_s) {
       }
       Drop(o.token);
       if (!batch) return nullptr;
-      if (!copy) return Py_BuildValue("(iN)", 0, batch);
-      return Py_BuildValue("(i(Ni))", 5, batch, 1);
+      if (!copy) return Py_BuildValue("(iN)", static_cast<int>(PumpCode::kBatch), batch);
+      return Py_BuildValue("(i(Ni))", static_cast<int>(PumpCode::kBatchFlagged), batch, 1);
     }
     case Outcome::Kind::kError: {
       PyObject* report;
@@ -185,14 +185,14 @@ PyObject* Pump::Next(double timeout_s) {
         PyErr_Clear();
         return SetError(Status::FromCode(code == Status::Code::kOk ? Status::Code::kInternal : code, msg));
       }
-      return Py_BuildValue("(i(NIKN))", 1, report, o.worker, static_cast<unsigned long long>(o.batch_id), index);
+      return Py_BuildValue("(i(NIKN))", static_cast<int>(PumpCode::kError), report, o.worker, static_cast<unsigned long long>(o.batch_id), index);
     }
     case Outcome::Kind::kWorkerExit:
-      return Py_BuildValue("(i(Iiii))", 2, o.worker, o.exit.pid, o.exit.exit_code, o.exit.signal);
+      return Py_BuildValue("(i(Iiii))", static_cast<int>(PumpCode::kWorkerExit), o.worker, o.exit.pid, o.exit.exit_code, o.exit.signal);
     case Outcome::Kind::kEnd:
-      return Py_BuildValue("(iO)", 3, Py_None);
+      return Py_BuildValue("(iO)", static_cast<int>(PumpCode::kEnd), Py_None);
     case Outcome::Kind::kTimeout:
-      return Py_BuildValue("(iO)", 4, Py_None);
+      return Py_BuildValue("(iO)", static_cast<int>(PumpCode::kTimeout), Py_None);
   }
   Py_RETURN_NONE;
 }

@@ -4,13 +4,13 @@
 // (EpochSource: a StreamingDataset's, no Python per sample); finished slots
 // come back decoded as tensors/arrays.
 //
-// Next() returns (code, value):
-//   (0, batch)                      a batch
-//   (1, (report, worker, batch_id, index))  the worker's error report (bytes)
-//   (2, (worker, pid, exit_code, signal))   a worker died
-//   (3, None)                       end of epoch
-//   (4, None)                       timeout
-//   (5, (batch, flags))             a batch, with warnings to emit
+// Next() returns (PumpCode, value):
+//   (kBatch, batch)                 a batch
+//   (kError, (report, worker, batch_id, index))  the worker's error report (bytes)
+//   (kWorkerExit, (worker, pid, exit_code, signal))  a worker died
+//   (kEnd, None)                    end of epoch
+//   (kTimeout, None)                timeout
+//   (kBatchFlagged, (batch, flags)) a batch, with warnings to emit
 //                                   (flags: 1 copied out of the pool)
 // REQUIRES: the GIL; it is released while waiting.
 #ifndef STOKER_PY_PUMP_H_
@@ -25,6 +25,8 @@
 #include "loader/scheduler.h"
 
 namespace stoker::glue {
+
+enum class PumpCode : int { kBatch = 0, kError = 1, kWorkerExit = 2, kEnd = 3, kTimeout = 4, kBatchFlagged = 5 };
 
 class PyIndexSource : public IndexSource {
  public:

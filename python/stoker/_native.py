@@ -44,9 +44,7 @@ if numpy is not None:
 Engine = lib.Engine
 WorkerPort = lib.WorkerPort
 
-# Task kinds and messages (src/shm/arena_layout.h).
-TASK_INDICES, TASK_PICKLED, TASK_ITER_BATCH, TASK_ITER_ITEM, TASK_INDEX = range(5)
-MSG_FILL, MSG_RESUME = 1, 2
-RESULT_OK, RESULT_ERROR, RESULT_STOP = 0, 1, 2
-MODE_COLLATE, MODE_PRESERVE = 0, 1
-COMPLETION_BATCH, COMPLETION_EXIT = 0, 1
+# The codes that cross between C++ and Python as ints, as IntEnums bound from
+# the C++ enums (python/bindings/bind_codes.cc): no copies to keep in step.
+TaskKind, TaskMsg, SlotResult = lib.TaskKind, lib.TaskMsg, lib.SlotResult
+PublishMode, PublishOutcome, PumpCode = lib.PublishMode, lib.PublishOutcome, lib.PumpCode

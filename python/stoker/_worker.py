@@ -106,7 +106,7 @@ class _Fetcher:
         if cfg.is_iterable:
             if self.ended:
                 raise StopIteration
-            if kind == N.TASK_ITER_BATCH:
+            if kind == N.TaskKind.ITER_BATCH:
                 data = []
                 for _ in range(payload):
                     try:
@@ -118,7 +118,7 @@ class _Fetcher:
                     raise StopIteration
                 return data
             return next(self.dataset_iter)
-        index = pickle.loads(payload) if kind == N.TASK_PICKLED else payload
+        index = pickle.loads(payload) if kind == N.TaskKind.PICKLED_INDEX else payload
         if cfg.auto_collation:
             getitems = getattr(cfg.dataset, "__getitems__", None)
             if getitems:
@@ -164,10 +164,10 @@ def prepare_batch(data, cfg: WorkerConfig):
     """Runs the user's collate_fn (or default_convert) on the fetched samples:
     (object, mode) to publish.  The default collate runs at publish, in C++."""
     if cfg.collate_fn is not None:
-        return cfg.collate_fn(data), N.MODE_PRESERVE
+        return cfg.collate_fn(data), N.PublishMode.PRESERVE
     if cfg.convert:
-        return _default_convert_py(data, cfg.numpy_mode), N.MODE_PRESERVE
-    return data, N.MODE_COLLATE
+        return _default_convert_py(data, cfg.numpy_mode), N.PublishMode.PRESERVE
+    return data, N.PublishMode.COLLATE
 
 
 def publish_prepared(port, slot: int, prepared, cfg: WorkerConfig) -> bool:
@@ -177,15 +177,15 @@ def publish_prepared(port, slot: int, prepared, cfg: WorkerConfig) -> bool:
     back (it will be sent again)."""
     obj, mode = prepared
     r = port.publish(slot, obj, mode, cfg.numpy_mode)
-    if r == 0 and mode == N.MODE_COLLATE:
-        r = port.publish(slot, _default_collate_py(obj, cfg.numpy_mode), N.MODE_PRESERVE, cfg.numpy_mode)
-    return r != 2
+    if r == N.PublishOutcome.FALLBACK and mode == N.PublishMode.COLLATE:
+        r = port.publish(slot, _default_collate_py(obj, cfg.numpy_mode), N.PublishMode.PRESERVE, cfg.numpy_mode)
+    return r != N.PublishOutcome.CANCELLED
 
 
 def _task_description(batch_id, kind, payload) -> str:
-    if kind == N.TASK_INDICES or kind == N.TASK_INDEX:
+    if kind == N.TaskKind.INDICES or kind == N.TaskKind.INDEX:
         return f"batch {batch_id} (indices {short_repr(payload)})"
-    if kind == N.TASK_PICKLED:
+    if kind == N.TaskKind.PICKLED_INDEX:
         try:
             return f"batch {batch_id} (indices {short_repr(pickle.loads(payload))})"
         except Exception:
@@ -245,7 +245,7 @@ def worker_main(cfg: WorkerConfig):
             if task is None:
                 break
             msg, slot, batch_id, gen, kind, payload = task
-            if msg == N.MSG_RESUME:
+            if msg == N.TaskMsg.RESUME:
                 iteration_end = False
                 if started:  # a new epoch gets a new iterator; a failed init stays failed
                     try:

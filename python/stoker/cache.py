@@ -166,11 +166,17 @@ class StreamingDataset(NativeDataset):
         decls = _tar_decls(fields, "StreamingDataset")
         shard_rows = None if shards is None else [tuple(s) for s in shards]
         self._args = (os.fspath(remote), os.fspath(local), max_bytes, mode)
-        self._native = N.lib.StreamingDataset.open(
-            os.fspath(remote), os.fspath(local), int(max_bytes), mode, eviction, shard_rows, index, fmt, feats, decls,
-            on_error, fetchers, cpus, prefetch, stream_buffers, shuffle_window, min_shards, int(fetch_seed),
-            float(wait_timeout or 0), int(attempts), float(backoff_s), float(max_backoff_s),
-            float(connect_timeout_s), float(stall_timeout_s))
+        o = N.lib.StreamingOptions()
+        o.remote, o.local, o.max_bytes, o.mode, o.eviction = os.fspath(remote), os.fspath(local), int(max_bytes), mode, eviction
+        if shard_rows is not None:
+            o.shards = shard_rows
+        o.index, o.format, o.features, o.tar_fields, o.on_error = index, fmt, feats, decls, on_error
+        o.fetchers, o.fetcher_cpus, o.prefetch, o.stream_buffers = fetchers, cpus, prefetch, stream_buffers
+        o.shuffle_window, o.min_shards, o.fetch_seed = shuffle_window, min_shards, int(fetch_seed)
+        o.wait_timeout_s = float(wait_timeout or 0)
+        o.attempts, o.backoff_s, o.max_backoff_s = int(attempts), float(backoff_s), float(max_backoff_s)
+        o.connect_timeout_s, o.stall_timeout_s = float(connect_timeout_s), float(stall_timeout_s)
+        self._native = N.lib.StreamingDataset.open(o)
 
     def __repr__(self):
         return f"stoker.cache.StreamingDataset({self._native.describe()}, {len(self)} samples this epoch)"

@@ -530,7 +530,7 @@ class _StokerIter(_BaseDataLoaderIter):
         if self._shutdown:
             raise StopIteration
         code, value = self._pump.next(self._timeout if self._timeout > 0 else -1.0)
-        if code == 0:  # the common case first, with no call in between
+        if code == _BATCH:  # the common case first, with no call in between
             return value
         # A loop, not a recursion: a storm of worker deaths inside one next()
         # must not grow the stack (replacements are forked from it).
@@ -545,24 +545,24 @@ class _StokerIter(_BaseDataLoaderIter):
     def _outcome(self, code, value):
         """What pump.next()'s (code, value) means: a batch, or an exception,
         or _AGAIN (a dead worker was replaced: wait for the next outcome)."""
-        if code == 0:
+        if code == _BATCH:
             return value
-        if code == 5:
+        if code == N.PumpCode.BATCH_FLAGGED:
             batch, flags = value
             self._warn_flags(flags)
             return batch
-        if code == 3:
+        if code == N.PumpCode.END:
             if not self._persistent_workers:
                 self._shutdown_workers()
             raise StopIteration
-        if code == 1:
+        if code == N.PumpCode.ERROR:
             report, _wid, _bid, _index = value
             pickle.loads(report).reraise()
-        if code == 2:
+        if code == N.PumpCode.WORKER_EXIT:
             if self._restart_worker(*value):
                 return _AGAIN
             self._raise_crash(*value)
-        if code == 4:
+        if code == N.PumpCode.TIMEOUT:
             self._raise_timeout()
         raise AssertionError(f"stoker: unknown pump outcome {code}")
 
@@ -617,9 +617,9 @@ class _StokerIter(_BaseDataLoaderIter):
             self._local_cfg = cfg
             self._local_fetch = _Fetcher(cfg)
         if self._is_iterable:
-            kind, payload = (N.TASK_ITER_BATCH, len(index)) if self._auto_collation else (N.TASK_ITER_ITEM, None)
+            kind, payload = (N.TaskKind.ITER_BATCH, len(index)) if self._auto_collation else (N.TaskKind.ITER_ITEM, None)
         else:
-            kind, payload = N.TASK_INDICES, index
+            kind, payload = N.TaskKind.INDICES, index
         data = self._local_fetch.fetch(kind, payload)
         out = _LocalPort(self._engine, self._numpy)
         prepared = prepare_batch(data, self._local_cfg)  # the user's collate_fn: its errors are its own
@@ -636,7 +636,7 @@ class _StokerIter(_BaseDataLoaderIter):
             if isinstance(e, AttributeError) and "pickle" not in str(e):
                 raise
             obj, mode = prepared
-            return _default_collate_py(obj, self._numpy) if mode == N.MODE_COLLATE else obj
+            return _default_collate_py(obj, self._numpy) if mode == N.PublishMode.COLLATE else obj
         return out.result
 
     # ---- misc --------------------------------------------------------------
@@ -769,6 +769,7 @@ class _StokerIter(_BaseDataLoaderIter):
 
 
 _AGAIN = object()  # _outcome: a worker was replaced; wait again
+_BATCH = int(N.PumpCode.BATCH)  # (compared on every batch: a plain int)
 
 
 def _last_of_worker(wid: int, nw: int, delivered: int) -> Optional[int]:
@@ -788,9 +789,9 @@ class _LocalPort:
     def publish(self, _slot, obj, mode, numpy_mode):
         out = self._engine.fill_local(obj, mode, numpy_mode)
         if out is None:
-            return 0
+            return N.PublishOutcome.FALLBACK
         self.result = out
-        return 1
+        return N.PublishOutcome.PUBLISHED
 
 
 class _Throughput:

@@ -1,6 +1,6 @@
 #include "io/crc32c.h"
 
-#include "io/batch_copy.h"
+#include "collate/collate_copy.h"
 
 #include <algorithm>
 #include <array>
@@ -161,14 +161,14 @@ void Crc32cCursor::AdvanceTo(const uint8_t* p) {
 void Crc32cCursor::Copy(uint8_t* dst, const uint8_t* src, size_t n) {
   constexpr size_t kPiece = 64 << 10;  // stays in L2 between the checksum and the copy
   if (src < at_ || src > end_) {  // already counted (or not ours): copy only
-    BatchCopy(dst, src, n);
+    CollateCopy(dst, src, n);
     return;
   }
   AdvanceTo(src);
   for (size_t done = 0; done < n; done += kPiece) {
     const size_t k = std::min(kPiece, n - done);
     crc_ = Crc32cExtend(crc_, src + done, k);
-    BatchCopy(dst + done, src + done, k);
+    CollateCopy(dst + done, src + done, k);
   }
   at_ = src + n;
 }

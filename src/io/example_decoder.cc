@@ -1,6 +1,6 @@
 #include "io/example_decoder.h"
 
-#include "io/batch_copy.h"
+#include "collate/collate_copy.h"
 #include "io/half.h"
 
 #include <google/protobuf/io/coded_stream.h>
@@ -208,7 +208,7 @@ class FeatureWriter {
 
   void CopyOut(uint8_t* dst, const uint8_t* src, size_t n) {
     if (crc_) crc_->Copy(dst, src, n);
-    else BatchCopy(dst, src, n);
+    else CollateCopy(dst, src, n);
   }
 
   const FieldSpec& f_;

@@ -1,6 +1,6 @@
 #include "io/file_reader.h"
 
-#include "io/batch_copy.h"
+#include "collate/collate_copy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -110,7 +110,7 @@ Status FileReader::Read(uint64_t offset, void* dst, uint64_t n, bool into_batch)
     STOKER_ASSIGN_OR_RETURN(uint64_t now, CurrentSize());
     if (offset > std::min(size_, now) || n > std::min(size_, now) - offset) return ShortFile(offset, n);
     const uint8_t* src = static_cast<const uint8_t*>(map_ ? map_->addr : nullptr) + offset;
-    if (into_batch) BatchCopy(p, src, n);
+    if (into_batch) CollateCopy(p, src, n);
     else std::memcpy(p, src, n);
     return Status::OK();
   }

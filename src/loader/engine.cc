@@ -47,12 +47,8 @@ Result<std::shared_ptr<Engine>> Engine::Create(const EngineOptions& o) {
 Engine::Engine(const EngineOptions& o, std::shared_ptr<Arena> a)
     : opts_(o),
       arena_(std::move(a)),
-      alloc_(arena_->control()->data_offset, arena_->reserve_bytes(),
-             arena_->control()->max_memory - arena_->control()->data_offset),
-      slots_(o.max_slots),
+      pool_(arena_.get(), o.max_slots, o.max_memory),
       owner_(getpid()) {
-  free_.reserve(o.max_slots);
-  for (uint32_t i = o.max_slots; i > 0; --i) free_.push_back(i - 1);
   watch_ns_.assign(o.num_workers, 0);
   busy_base_ns_.assign(o.num_workers, 0);
   supervisor_ = std::make_unique<Supervisor>(
@@ -68,58 +64,6 @@ Engine::~Engine() {
   supervisor_.reset();
 }
 
-Status Engine::TooBig(uint64_t bytes) const {
-  return Status::ResourceExhausted(
-      "a batch needs " + std::to_string(bytes) + " bytes of shared memory, more than max_memory=" +
-      std::to_string(opts_.max_memory) + " allows (" + std::to_string(budget()) +
-      " bytes for batches after the loader's control area); raise max_memory or lower batch_size");
-}
-
-Result<bool> Engine::SizeRegion(uint32_t slot, uint64_t bytes, bool writer_backs) {
-  LocalSlot& s = slots_[slot];
-  if (s.capacity >= bytes) return true;
-  if (AlignUp(std::max(bytes, kMinRegion), 4096) > budget()) return TooBig(bytes);
-  bytes = AlignUp(std::max(bytes, kMinRegion), 4096);
-  if (s.capacity) FreeRegionLocked(s);
-  auto off = alloc_.Allocate(bytes);
-  // Take regions back from idle free slots, coldest (bottom of the stack) first.
-  for (size_t i = 0; !off && i < free_.size(); ++i) {
-    LocalSlot& idle = slots_[free_[i]];
-    if (idle.capacity == 0) continue;
-    FreeRegionLocked(idle);
-    off = alloc_.Allocate(bytes);
-  }
-  if (!off && alloc_.warm_free() > 0) {
-    for (auto [o, len] : alloc_.DiscardFree()) (void)arena_->Discard(o, len);
-    off = alloc_.Allocate(bytes);
-  }
-  if (!off) return false;  // busy: what is in flight or held must come back first
-  Status backed = arena_->Grow(alloc_.top());
-  if (backed.ok() && !writer_backs) backed = arena_->Populate(*off, bytes);
-  if (!backed.ok()) {
-    alloc_.Free(*off, bytes);
-    return backed;
-  }
-  s.offset = *off;
-  s.capacity = bytes;
-  arena_->slot(slot)->region_backed = writer_backs ? 0 : 1;
-  if (cuda_) (void)cuda_->Register(arena_->base() + s.offset, s.capacity);  // an error: pin_error()
-  return true;
-}
-
-void Engine::FreeRegionLocked(LocalSlot& s) {
-  if (cuda_) cuda_->Unregister(arena_->base() + s.offset);  // before its pages can be given back
-  alloc_.Free(s.offset, s.capacity);
-  s.capacity = 0;
-}
-
-uint64_t Engine::RegionFor(uint64_t payload_bytes) const {
-  uint64_t want = std::max(payload_bytes, expected_);
-  if (variable_sizes_) want += want / 4;
-  // Headroom never makes a batch that fits the budget not fit.
-  return std::max(std::max(payload_bytes, expected_), std::min(want, budget()));
-}
-
 Result<bool> Engine::Dispatch(uint32_t worker, uint64_t batch_id, uint64_t generation, TaskKind kind,
                               const void* payload, uint64_t payload_bytes, uint32_t* slot_out) {
   if (worker >= opts_.num_workers) return Status::InvalidArgument("no worker " + std::to_string(worker));
@@ -129,12 +73,12 @@ Result<bool> Engine::Dispatch(uint32_t worker, uint64_t batch_id, uint64_t gener
   std::lock_guard<std::mutex> g(mu_);
   if (shutdown_) return Status::Closed("the loader is shut down");
   FreeCompletedFencesLocked();
-  if (free_.empty()) return false;
-  const uint32_t slot = free_.back();
-  STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, RegionFor(payload_bytes), true));
+  if (!pool_.any_free()) return false;
+  const uint32_t slot = pool_.next_free();
+  STOKER_ASSIGN_OR_RETURN(bool sized, pool_.SizeRegion(slot, pool_.RegionFor(payload_bytes), true));
   if (!sized) return false;
-  free_.pop_back();
-  LocalSlot& s = slots_[slot];
+  pool_.TakeNextFree();
+  SlotPool::Slot& s = pool_[slot];
   s.state = SlotState::kDispatched;
   SlotHeader* h = arena_->slot(slot);
   h->worker = worker;
@@ -172,14 +116,11 @@ void Engine::HandleNeedSpace(uint32_t slot) {
   {
     std::lock_guard<std::mutex> g(mu_);
     ++need_space_events_;
-    Result<bool> sized = SizeRegion(slot, needed, true);
-    if (sized.ok() && AlignUp(needed, 4096) <= budget()) {
-      // Learn the size (even when it cannot be had now) so the next dispatch
-      // sizes its region right and needs no second round trip.
-      if (expected_ != 0 && needed != expected_) variable_sizes_ = true;
-      expected_ = std::max(expected_, needed);
-    }
-    LocalSlot& s = slots_[slot];
+    Result<bool> sized = pool_.SizeRegion(slot, needed, true);
+    // Learn the size (even when it cannot be had now) so the next dispatch
+    // sizes its region right and needs no second round trip.
+    if (sized.ok() && pool_.fits_budget(needed)) pool_.LearnAsked(needed);
+    const SlotPool::Slot& s = pool_[slot];
     h->region_offset = s.offset;
     h->region_capacity = s.capacity;
     if (!sized.ok()) {
@@ -234,11 +175,8 @@ Status Engine::Wait(int64_t timeout_ns, std::vector<Completion>* out) {
         Completion c = ReadCompletion(slot, w);
         {
           std::lock_guard<std::mutex> g(mu_);
-          slots_[slot].state = SlotState::kReady;
-          if (c.result == SlotResult::kOk && h->used_bytes > expected_) {
-            if (expected_ != 0) variable_sizes_ = true;
-            expected_ = h->used_bytes;
-          }
+          pool_[slot].state = SlotState::kReady;
+          if (c.result == SlotResult::kOk) pool_.Learn(h->used_bytes);
         }
         out->push_back(c);
       }
@@ -270,10 +208,8 @@ const uint8_t* Engine::SlotRegion(uint32_t slot, uint64_t* used, uint64_t* capac
 
 void Engine::MarkHeld(uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
-  LocalSlot& s = slots_[slot];
-  if (s.state != SlotState::kReady) return;
-  s.state = SlotState::kHeld;
-  held_bytes_ += s.capacity;
+  if (pool_[slot].state != SlotState::kReady) return;
+  pool_.Hold(slot);
   ++delivered_batches_;
   delivered_bytes_ += arena_->slot(slot)->used_bytes;
 }
@@ -288,7 +224,7 @@ void Engine::Evict(uint32_t slot) {
 
 void Engine::Release(uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
-  LocalSlot& s = slots_[slot];
+  SlotPool::Slot& s = pool_[slot];
   if (s.fenced || (s.state != SlotState::kHeld && s.state != SlotState::kReady)) return;  // double release
   if (cuda_ && s.state == SlotState::kHeld) {
     s.fenced = true;
@@ -299,12 +235,8 @@ void Engine::Release(uint32_t slot) {
 }
 
 void Engine::FreeLocked(uint32_t slot) {
-  LocalSlot& s = slots_[slot];
-  if (s.state == SlotState::kHeld) held_bytes_ -= s.capacity;
-  s.state = SlotState::kFree;
-  s.fenced = false;
+  pool_.PutFree(slot);
   arena_->slot(slot)->state.store(static_cast<uint32_t>(SlotState::kFree), std::memory_order_release);
-  free_.push_back(slot);
 }
 
 void Engine::FreeCompletedFencesLocked() {
@@ -323,8 +255,7 @@ Status Engine::EnableCuda(const CudaRuntimeApi& api) {
   std::lock_guard<std::mutex> g(mu_);
   if (cuda_) return Status::OK();
   cuda_ = std::make_unique<CudaHost>(api);
-  for (const LocalSlot& s : slots_)  // the regions made before
-    if (s.capacity) (void)cuda_->Register(arena_->base() + s.offset, s.capacity);
+  pool_.SetCuda(cuda_.get());
   return Status::OK();
 }
 
@@ -351,10 +282,7 @@ bool Engine::DrainFences() {
 bool Engine::ShouldCopyOut(uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
   FreeCompletedFencesLocked();
-  const uint64_t reserve = std::max<uint64_t>(expected_, kMinRegion) * std::max<uint32_t>(1, opts_.num_workers);
-  const uint64_t cap = slots_[slot].capacity;
-  const bool out = held_bytes_ + cap + reserve > budget() ||
-                   free_.size() < std::max<uint32_t>(2, opts_.num_workers);
+  const bool out = pool_.Crowded(slot, opts_.num_workers);
   if (out) ++copy_outs_;
   return out;
 }
@@ -362,18 +290,18 @@ bool Engine::ShouldCopyOut(uint32_t slot) {
 Result<bool> Engine::AcquireLocal(uint64_t bytes, uint32_t* slot_out) {
   std::lock_guard<std::mutex> g(mu_);
   FreeCompletedFencesLocked();
-  if (free_.empty()) return false;
-  const uint32_t slot = free_.back();
-  STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, std::max(bytes, RegionFor(0)), false));
-  if (!sized && bytes < RegionFor(0)) {
-    STOKER_ASSIGN_OR_RETURN(sized, SizeRegion(slot, bytes, false));
+  if (!pool_.any_free()) return false;
+  const uint32_t slot = pool_.next_free();
+  STOKER_ASSIGN_OR_RETURN(bool sized, pool_.SizeRegion(slot, std::max(bytes, pool_.RegionFor(0)), false));
+  if (!sized && bytes < pool_.RegionFor(0)) {
+    STOKER_ASSIGN_OR_RETURN(sized, pool_.SizeRegion(slot, bytes, false));
   }
   if (!sized) return false;
-  free_.pop_back();
-  slots_[slot].state = SlotState::kFilling;
+  pool_.TakeNextFree();
+  pool_[slot].state = SlotState::kFilling;
   SlotHeader* h = arena_->slot(slot);
-  h->region_offset = slots_[slot].offset;
-  h->region_capacity = slots_[slot].capacity;
+  h->region_offset = pool_[slot].offset;
+  h->region_capacity = pool_[slot].capacity;
   h->result = static_cast<uint32_t>(SlotResult::kOk);
   h->state.store(static_cast<uint32_t>(SlotState::kFilling), std::memory_order_relaxed);
   *slot_out = slot;
@@ -391,11 +319,8 @@ void Engine::CompleteLocal(uint32_t slot, uint64_t used) {
   SlotHeader* h = arena_->slot(slot);
   h->used_bytes = used;
   h->state.store(static_cast<uint32_t>(SlotState::kReady), std::memory_order_relaxed);
-  slots_[slot].state = SlotState::kReady;
-  if (used > expected_) {
-    if (expected_ != 0) variable_sizes_ = true;
-    expected_ = used;
-  }
+  pool_[slot].state = SlotState::kReady;
+  pool_.Learn(used);
 }
 
 Status Engine::ReclaimWorker(uint32_t worker, std::vector<Completion>* done) {
@@ -410,16 +335,14 @@ Status Engine::ReclaimWorker(uint32_t worker, std::vector<Completion>* done) {
     if (h->state.load(std::memory_order_acquire) != static_cast<uint32_t>(SlotState::kReady)) continue;
     Completion c = ReadCompletion(slot, worker);
     std::lock_guard<std::mutex> g(mu_);
-    slots_[slot].state = SlotState::kReady;
+    pool_[slot].state = SlotState::kReady;
     done->push_back(c);
   }
   {
     std::lock_guard<std::mutex> g(mu_);
     for (uint32_t s = 0; s < opts_.max_slots; ++s) {
-      if (slots_[s].state != SlotState::kDispatched || arena_->slot(s)->worker != worker) continue;
-      slots_[s].state = SlotState::kFree;
-      arena_->slot(s)->state.store(static_cast<uint32_t>(SlotState::kFree), std::memory_order_release);
-      free_.push_back(s);
+      if (pool_[s].state != SlotState::kDispatched || arena_->slot(s)->worker != worker) continue;
+      FreeLocked(s);
     }
   }
   // Only this process touches the rings now: start them afresh.
@@ -490,20 +413,20 @@ EngineStats Engine::Stats(bool process_memory) {
     st.budget_bytes = budget();
     st.committed_bytes = arena_->committed_bytes();
     st.arena_resident_bytes = arena_->ResidentBytes();
-    st.resident_bytes = alloc_.resident();
-    st.in_use_bytes = alloc_.in_use();
-    st.free_bytes = alloc_.resident() - alloc_.in_use();
-    st.expected_batch_bytes = expected_;
+    st.resident_bytes = pool_.resident_bytes();
+    st.in_use_bytes = pool_.in_use_bytes();
+    st.free_bytes = pool_.resident_bytes() - pool_.in_use_bytes();
+    st.expected_batch_bytes = pool_.expected();
     st.slots_total = opts_.max_slots;
     for (uint32_t i = 0; i < opts_.max_slots; ++i) {
-      const uint64_t cap = slots_[i].capacity;
-      switch (slots_[i].state) {
+      const uint64_t cap = pool_[i].capacity;
+      switch (pool_[i].state) {
         case SlotState::kFree: ++st.slots_free; st.free_bytes += cap; break;
         case SlotState::kReady: ++st.slots_ready; st.ready_bytes += cap; break;
         case SlotState::kHeld:
           ++st.slots_held;
           st.held_bytes += cap;
-          if (slots_[i].fenced) ++st.slots_fenced;
+          if (pool_[i].fenced) ++st.slots_fenced;
           break;
         default: {
           auto shared = static_cast<SlotState>(arena_->slot(i)->state.load(std::memory_order_acquire));

@@ -1,7 +1,8 @@
-// Engine: the main-process side of a loader.  Owns the arena, the region
-// allocator, the slot table and the supervisor; dispatches fill tasks to
-// workers, collects completed slots, answers workers that need a bigger
-// region, and takes slots back when the training loop drops a batch.
+// Engine: the main-process side of a loader.  Owns the arena, the slot pool
+// (loader/slot_pool.h: free slots, regions, the budget) and the supervisor;
+// dispatches fill tasks to workers, collects completed slots, answers
+// workers that need a bigger region, and takes slots back when the training
+// loop drops a batch.
 //
 // Memory policy (docs/design/slot_pool.md): max_memory is a hard bound on
 // the arena file, control area included.  Every slot owns at most one
@@ -34,7 +35,7 @@
 #include "proc/proc_memory.h"
 #include "proc/supervisor.h"
 #include "shm/arena.h"
-#include "shm/region_allocator.h"
+#include "loader/slot_pool.h"
 #include "stoker/status.h"
 
 namespace stoker {
@@ -107,7 +108,7 @@ uint64_t DefaultMaxMemory();
 
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
-  static constexpr uint64_t kMinRegion = 64 * 1024;  // room for any error report
+  static constexpr uint64_t kMinRegion = SlotPool::kMinRegion;
 
   static Result<std::shared_ptr<Engine>> Create(const EngineOptions& o);
   ~Engine();
@@ -194,52 +195,26 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // (reads /proc: about 0.1 ms per process).
   EngineStats Stats(bool process_memory = false);
   // Bytes batch regions may occupy: max_memory less the control area.
-  uint64_t budget() const { return arena_->control()->max_memory - arena_->control()->data_offset; }
+  uint64_t budget() const { return pool_.budget(); }
 
  private:
   Engine(const EngineOptions& o, std::shared_ptr<Arena> a);
-  // REQUIRES: mu_ held.  Gives `slot` a region of at least `bytes`: true
-  // when done, false when there is no room now, an error when there never
-  // will be (or the arena cannot grow).  A new region is backed with memory
-  // here, or, with `writer_backs`, by the worker that writes it
-  // (WorkerPort::Reserve): in parallel, and not on the training loop's
-  // thread while it waits for a batch.
-  Result<bool> SizeRegion(uint32_t slot, uint64_t bytes, bool writer_backs);
-  // REQUIRES: mu_ held.  Region size for a new task: the largest batch seen,
-  // with headroom once sizes vary.
-  uint64_t RegionFor(uint64_t payload_bytes) const;
-  Status TooBig(uint64_t bytes) const;
   void HandleNeedSpace(uint32_t slot);
   // A finished slot's header as a Completion (after the acquire of its state).
   Completion ReadCompletion(uint32_t slot, uint32_t worker) const;
   bool AnythingPending();
   // REQUIRES: mu_ held.  HELD/READY -> FREE now.
   void FreeLocked(uint32_t slot);
-  struct LocalSlot;
-  // REQUIRES: mu_ held.  Gives a slot's region back to the allocator (unregistered first).
-  void FreeRegionLocked(LocalSlot& s);
   // REQUIRES: mu_ held.  Frees the fenced slots released before fence `done`.
   void FreeFencedLocked(uint64_t done);
   // REQUIRES: mu_ held.  ... before the last fence known complete (queries the pending ones).
   void FreeCompletedFencesLocked();
   void OnWorkerExit(uint32_t worker, const ExitInfo& info);
 
-  struct LocalSlot {
-    SlotState state = SlotState::kFree;
-    uint64_t offset = 0;
-    uint64_t capacity = 0;
-    bool fenced = false;  // HELD, dropped, waiting for its fence
-  };
-
   EngineOptions opts_;
   std::shared_ptr<Arena> arena_;
   std::mutex mu_;  // guards everything below except the atomics
-  RegionAllocator alloc_;
-  std::vector<LocalSlot> slots_;
-  std::vector<uint32_t> free_;   // free slot ids, LIFO (warm first)
-  uint64_t expected_ = 0;        // largest batch seen
-  bool variable_sizes_ = false;  // batches have changed size: add headroom
-  uint64_t held_bytes_ = 0;
+  SlotPool pool_;
   std::unique_ptr<CudaHost> cuda_;  // pin_memory; destroyed before arena_ is unmapped
   struct Fenced {
     uint32_t slot;

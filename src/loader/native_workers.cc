@@ -9,7 +9,7 @@
 #include <latch>
 #include <string>
 
-#include "loader/native_batch.h"
+#include "collate/native_collate.h"
 #include "loader/worker_port.h"
 
 namespace stoker {
@@ -123,7 +123,7 @@ void RunNativeWorker(std::shared_ptr<Arena> arena, NativeDataset& dataset, uint3
       continue;
     }
     // batch_size=None (kIndex): one sample, without a batch dimension.
-    NativeBatchLayout layout(fields, n, t.kind == TaskKind::kIndices, variable ? &sizes : nullptr);
+    NativeCollate layout(fields, n, t.kind == TaskKind::kIndices, variable ? &sizes : nullptr);
     Result<uint8_t*> region = port.Reserve(t.slot, layout.total_bytes());
     if (region.status().IsCancelled()) {
       port.Publish(t.slot, SlotResult::kCancelled, 0);

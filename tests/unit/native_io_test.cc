@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "io/record_file_dataset.h"
-#include "loader/native_batch.h"
+#include "collate/native_collate.h"
 #include "loader/native_workers.h"
 #include "loader/scheduler.h"
 #include "range_source.h"
@@ -87,8 +87,8 @@ TEST(RecordFileDataset, NpyHeaders) {
   std::remove(big_endian.c_str());
 }
 
-TEST(NativeBatchLayout, TensorAndDictLayouts) {
-  NativeBatchLayout one({FieldSpec{"", ElementType::kFloat32, {3}}}, 4);
+TEST(NativeCollate, TensorAndDictLayouts) {
+  NativeCollate one({FieldSpec{"", ElementType::kFloat32, {3}}}, 4);
   EXPECT_EQ(one.total_bytes() % kLeafAlign, 0u);
   std::vector<uint8_t> region(one.total_bytes());
   one.WriteHeader(region.data());
@@ -97,7 +97,7 @@ TEST(NativeBatchLayout, TensorAndDictLayouts) {
   EXPECT_EQ(h.magic, kBatchMagic);
   EXPECT_EQ(region[sizeof h], static_cast<uint8_t>(Tag::kTensor));
   EXPECT_EQ(one.Sample(region.data(), 0, 1) - one.Sample(region.data(), 0, 0), 12);
-  NativeBatchLayout two({FieldSpec{"x", ElementType::kUInt8, {5}}, FieldSpec{"y", ElementType::kInt64, {}}}, 3);
+  NativeCollate two({FieldSpec{"x", ElementType::kUInt8, {5}}, FieldSpec{"y", ElementType::kInt64, {}}}, 3);
   std::vector<uint8_t> r2(two.total_bytes());
   two.WriteHeader(r2.data());
   EXPECT_EQ(r2[sizeof(BatchHeader)], static_cast<uint8_t>(Tag::kDict));
@@ -123,7 +123,7 @@ TEST(NativeWorkers, ThreadsFillSlotsInOrder) {
     ASSERT_EQ(o.kind, Outcome::Kind::kBatch);
     uint64_t used, cap;
     const uint8_t* p = engine->SlotRegion(o.slot, &used, &cap);
-    NativeBatchLayout layout(ds->fields(), o.batch_id == 12 ? 4 : 8);
+    NativeCollate layout(ds->fields(), o.batch_id == 12 ? 4 : 8);
     EXPECT_EQ(used, layout.total_bytes());
     float first;
     std::memcpy(&first, layout.Sample(const_cast<uint8_t*>(p), 0, 0), 4);

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "loader/native_batch.h"
+#include "collate/native_collate.h"
 #include "shm/batch_format.h"
 #include "stoker/transforms.h"
 
@@ -125,10 +125,10 @@ TEST(Transforms, ErrorsNameTheProblem) {
   EXPECT_FLOAT_EQ(ReadAs<float>(*twice.value(), 1)[23], 123.0f);
 }
 
-TEST(NativeBatchLayout, VariableFieldsAndKeptSamples) {
+TEST(NativeCollate, VariableFieldsAndKeptSamples) {
   std::vector<FieldSpec> fields = {{"a", ElementType::kInt32, {2}}, {"b", ElementType::kUInt8, {}, true}};
   std::vector<uint64_t> sizes = {8, 3, 8, 0, 8, 5};  // 3 samples x 2 fields
-  NativeBatchLayout layout(fields, 3, true, &sizes);
+  NativeCollate layout(fields, 3, true, &sizes);
   std::vector<uint8_t> region(layout.total_bytes());
   for (uint64_t i = 0; i < 3; ++i) {
     int32_t a[2] = {static_cast<int32_t>(i), static_cast<int32_t>(10 * i)};

@@ -1,4 +1,4 @@
-#include "loader/native_batch.h"
+#include "collate/native_collate.h"
 
 #include <cstring>
 
@@ -6,7 +6,7 @@
 
 namespace stoker {
 
-NativeBatchLayout::NativeBatchLayout(const std::vector<FieldSpec>& fields, uint64_t n, bool batched,
+NativeCollate::NativeCollate(const std::vector<FieldSpec>& fields, uint64_t n, bool batched,
                                      const std::vector<uint64_t>* sample_bytes)
     : fields_(fields), n_(n), batched_(batched), dict_(!(fields.size() == 1 && fields[0].name.empty())) {
   const size_t nf = fields_.size();
@@ -34,7 +34,7 @@ NativeBatchLayout::NativeBatchLayout(const std::vector<FieldSpec>& fields, uint6
   total_ = at;
 }
 
-void NativeBatchLayout::BuildTree(TreeWriter* tree, const std::vector<uint64_t>* kept) const {
+void NativeCollate::BuildTree(TreeWriter* tree, const std::vector<uint64_t>* kept) const {
   const size_t nf = fields_.size();
   const uint64_t k = kept ? kept->size() : n_;
   auto pos = [&](uint64_t j) { return kept ? (*kept)[j] : j; };
@@ -79,7 +79,7 @@ void NativeBatchLayout::BuildTree(TreeWriter* tree, const std::vector<uint64_t>*
   }
 }
 
-void NativeBatchLayout::WriteHeader(uint8_t* region, const std::vector<uint64_t>* kept) const {
+void NativeCollate::WriteHeader(uint8_t* region, const std::vector<uint64_t>* kept) const {
   if (kept) {
     for (size_t f = 0; f < fields_.size(); ++f) {
       if (fields_[f].variable) continue;

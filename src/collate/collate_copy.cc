@@ -1,4 +1,4 @@
-#include "io/batch_copy.h"
+#include "collate/collate_copy.h"
 
 #include <cstdint>
 #include <cstring>
@@ -9,9 +9,9 @@
 
 namespace stoker {
 
-void BatchCopy(void* dst, const void* src, size_t n) {
+void CollateCopy(void* dst, const void* src, size_t n) {
 #if defined(__x86_64__)
-  if (n >= kBatchCopyStreamingMin) {
+  if (n >= kCollateCopyStreamingMin) {
     auto* d = static_cast<uint8_t*>(dst);
     const auto* s = static_cast<const uint8_t*>(src);
     // Plain stores up to a 16-byte boundary of the destination, streaming

@@ -1,4 +1,4 @@
-// BatchCopy: the copy of a sample's bytes into a batch (the slot pool).
+// CollateCopy: the copy of a sample's bytes into a batch (the slot pool).
 // Large copies (64 KiB and up) use non-temporal stores: the batch is read
 // later by another process (the training loop), not by this core, so pulling
 // its lines into this core's cache first (what a plain memcpy's stores do)
@@ -6,17 +6,17 @@
 // VM: 20 GB/s against memcpy's 17 for 1 MiB samples out of 32 MiB buffers
 // into a shared-memory pool (a micro-benchmark; in the streaming benchmark
 // the difference is within its noise).  Smaller copies are a plain memcpy.
-#ifndef STOKER_IO_BATCH_COPY_H_
-#define STOKER_IO_BATCH_COPY_H_
+#ifndef STOKER_COLLATE_COLLATE_COPY_H_
+#define STOKER_COLLATE_COLLATE_COPY_H_
 
 #include <cstddef>
 
 namespace stoker {
 
-inline constexpr size_t kBatchCopyStreamingMin = 64 << 10;
+inline constexpr size_t kCollateCopyStreamingMin = 64 << 10;
 
-void BatchCopy(void* dst, const void* src, size_t n);
+void CollateCopy(void* dst, const void* src, size_t n);
 
 }  // namespace stoker
 
-#endif  // STOKER_IO_BATCH_COPY_H_
+#endif  // STOKER_COLLATE_COLLATE_COPY_H_

@@ -1,13 +1,13 @@
-// The batch-format layout of n samples of a NativeDataset's fields, written
-// by C++ worker threads straight into a slot (src/shm/batch_format.h):
+// NativeCollate: collation for C++ readers.  The batch-format layout of n
+// samples of a NativeDataset's fields, written by C++ worker threads straight into a slot (src/shm/batch_format.h):
 //   - a fixed field is one tensor [n, *shape] (without the n for an unbatched
 //     sample, batch_size=None);
 //   - a variable field is a list of n 1-D tensors, each its own length;
 //   - one unnamed field is the batch itself, else a dict by field name.
 // The header is written last (WriteHeader), when it is known which samples
 // were kept: a sample skipped as bad is left out and the rest close ranks.
-#ifndef STOKER_LOADER_NATIVE_BATCH_H_
-#define STOKER_LOADER_NATIVE_BATCH_H_
+#ifndef STOKER_COLLATE_NATIVE_COLLATE_H_
+#define STOKER_COLLATE_NATIVE_COLLATE_H_
 
 #include <cstdint>
 #include <string>
@@ -18,12 +18,12 @@
 
 namespace stoker {
 
-class NativeBatchLayout {
+class NativeCollate {
  public:
   // batched=false: one sample without the batch dimension (batch_size=None).
   // sample_bytes (n x fields, row per sample) is needed when a field is
   // variable; fixed fields' entries are ignored.
-  NativeBatchLayout(const std::vector<FieldSpec>& fields, uint64_t n, bool batched = true,
+  NativeCollate(const std::vector<FieldSpec>& fields, uint64_t n, bool batched = true,
                     const std::vector<uint64_t>* sample_bytes = nullptr);
   uint64_t total_bytes() const { return total_; }
   // Where sample i of field f goes.
@@ -47,4 +47,4 @@ class NativeBatchLayout {
 
 }  // namespace stoker
 
-#endif  // STOKER_LOADER_NATIVE_BATCH_H_
+#endif  // STOKER_COLLATE_NATIVE_COLLATE_H_

@@ -1,0 +1,109 @@
+// SlotPool (slot_pool.h).
+#include "loader/slot_pool.h"
+
+#include <algorithm>
+
+namespace stoker {
+
+SlotPool::SlotPool(Arena* arena, uint32_t max_slots, uint64_t max_memory)
+    : arena_(arena),
+      max_memory_(max_memory),
+      alloc_(arena->control()->data_offset, arena->reserve_bytes(),
+             arena->control()->max_memory - arena->control()->data_offset),
+      slots_(max_slots) {
+  free_.reserve(max_slots);
+  for (uint32_t i = max_slots; i > 0; --i) free_.push_back(i - 1);
+}
+
+void SlotPool::PutFree(uint32_t slot) {
+  Slot& s = slots_[slot];
+  if (s.state == SlotState::kHeld) held_bytes_ -= s.capacity;
+  s.state = SlotState::kFree;
+  s.fenced = false;
+  free_.push_back(slot);
+}
+
+Status SlotPool::TooBig(uint64_t bytes) const {
+  return Status::ResourceExhausted(
+      "a batch needs " + std::to_string(bytes) + " bytes of shared memory, more than max_memory=" +
+      std::to_string(max_memory_) + " allows (" + std::to_string(budget()) +
+      " bytes for batches after the loader's control area); raise max_memory or lower batch_size");
+}
+
+bool SlotPool::fits_budget(uint64_t bytes) const { return AlignUp(bytes, 4096) <= budget(); }
+
+Result<bool> SlotPool::SizeRegion(uint32_t slot, uint64_t bytes, bool writer_backs) {
+  Slot& s = slots_[slot];
+  if (s.capacity >= bytes) return true;
+  if (AlignUp(std::max(bytes, kMinRegion), 4096) > budget()) return TooBig(bytes);
+  bytes = AlignUp(std::max(bytes, kMinRegion), 4096);
+  if (s.capacity) FreeRegion(s);
+  auto off = alloc_.Allocate(bytes);
+  // Take regions back from idle free slots, coldest (bottom of the stack) first.
+  for (size_t i = 0; !off && i < free_.size(); ++i) {
+    Slot& idle = slots_[free_[i]];
+    if (idle.capacity == 0) continue;
+    FreeRegion(idle);
+    off = alloc_.Allocate(bytes);
+  }
+  if (!off && alloc_.warm_free() > 0) {
+    for (auto [o, len] : alloc_.DiscardFree()) (void)arena_->Discard(o, len);
+    off = alloc_.Allocate(bytes);
+  }
+  if (!off) return false;  // busy: what is in flight or held must come back first
+  Status backed = arena_->Grow(alloc_.top());
+  if (backed.ok() && !writer_backs) backed = arena_->Populate(*off, bytes);
+  if (!backed.ok()) {
+    alloc_.Free(*off, bytes);
+    return backed;
+  }
+  s.offset = *off;
+  s.capacity = bytes;
+  arena_->slot(slot)->region_backed = writer_backs ? 0 : 1;
+  if (cuda_) (void)cuda_->Register(arena_->base() + s.offset, s.capacity);  // an error: pin_error()
+  return true;
+}
+
+void SlotPool::FreeRegion(Slot& s) {
+  if (cuda_) cuda_->Unregister(arena_->base() + s.offset);  // before its pages can be given back
+  alloc_.Free(s.offset, s.capacity);
+  s.capacity = 0;
+}
+
+uint64_t SlotPool::RegionFor(uint64_t payload_bytes) const {
+  uint64_t want = std::max(payload_bytes, expected_);
+  if (variable_sizes_) want += want / 4;
+  // Headroom never makes a batch that fits the budget not fit.
+  return std::max(std::max(payload_bytes, expected_), std::min(want, budget()));
+}
+
+void SlotPool::Learn(uint64_t bytes) {
+  if (bytes <= expected_) return;
+  if (expected_ != 0) variable_sizes_ = true;
+  expected_ = bytes;
+}
+
+void SlotPool::LearnAsked(uint64_t bytes) {
+  if (expected_ != 0 && bytes != expected_) variable_sizes_ = true;
+  expected_ = std::max(expected_, bytes);
+}
+
+void SlotPool::Hold(uint32_t slot) {
+  Slot& s = slots_[slot];
+  s.state = SlotState::kHeld;
+  held_bytes_ += s.capacity;
+}
+
+bool SlotPool::Crowded(uint32_t slot, uint32_t workers) const {
+  const uint64_t reserve = std::max<uint64_t>(expected_, kMinRegion) * std::max<uint32_t>(1, workers);
+  return held_bytes_ + slots_[slot].capacity + reserve > budget() ||
+         free_.size() < std::max<uint32_t>(2, workers);
+}
+
+void SlotPool::SetCuda(CudaHost* cuda) {
+  cuda_ = cuda;
+  for (const Slot& s : slots_)  // the regions made before
+    if (s.capacity) (void)cuda_->Register(arena_->base() + s.offset, s.capacity);
+}
+
+}  // namespace stoker
