@@ -1,13 +1,8 @@
-// SharedLock, SharedCounter and BagSampler across real forked processes,
-// including holders that die (SIGKILL) in the middle.
+// shared/bag_sampler: draws without replacement across forked processes, holders SIGKILLed mid-update.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cstring>
 #include <set>
 #include <string>
 #include <tuple>
@@ -19,90 +14,14 @@
 #include "stoker/shared_counter.h"
 #include "stoker/shared_lock.h"
 #include "watchdog.h"
+#include "child_process.h"
 
 namespace stoker {
 namespace {
 
 using testing::Watchdog;
-
-// Forks a child running fn (exit code = fn's return); it dies with the parent.
-template <typename F>
-pid_t Child(F fn) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    _exit(fn());
-  }
-  return pid;
-}
-
-int ExitCode(pid_t pid) {
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-TEST(SharedLock, IsReentrantAndExcludesOtherProcesses) {
-  Watchdog dog(std::chrono::seconds(30), "SharedLock reentrant");
-  auto lock = SharedLock::Create().value();
-  ASSERT_TRUE(lock->Lock(-1, nullptr).ok());
-  ASSERT_TRUE(lock->Lock(-1, nullptr).ok()) << "the holder may lock again";
-  pid_t c = Child([&] { return lock->TryLock(nullptr) ? 1 : 0; });
-  EXPECT_EQ(ExitCode(c), 0) << "another process cannot take it";
-  c = Child([&] { return lock->Lock(50'000'000, nullptr).IsTimeout() ? 0 : 1; });
-  EXPECT_EQ(ExitCode(c), 0) << "a timed wait gives up";
-  ASSERT_TRUE(lock->Unlock().ok());
-  c = Child([&] { return lock->TryLock(nullptr) ? 1 : 0; });
-  EXPECT_EQ(ExitCode(c), 0) << "still held once: locked twice, unlocked once";
-  ASSERT_TRUE(lock->Unlock().ok());
-  c = Child([&] { return lock->TryLock(nullptr) && lock->Unlock().ok() ? 0 : 1; });
-  EXPECT_EQ(ExitCode(c), 0);
-  EXPECT_FALSE(lock->Unlock().ok()) << "unlocking a lock not held is an error";
-}
-
-TEST(SharedLock, HolderKilledMidUpdateIsReportedToTheNextHolder) {
-  Watchdog dog(std::chrono::seconds(30), "SharedLock robust");
-  auto lock = SharedLock::Create().value();
-  int held[2];
-  ASSERT_EQ(pipe(held), 0);
-  pid_t c = Child([&] {
-    (void)lock->Lock(-1, nullptr);
-    (void)write(held[1], "x", 1);
-    pause();
-    return 0;
-  });
-  char x;
-  ASSERT_EQ(read(held[0], &x, 1), 1);
-  kill(c, SIGKILL);
-  EXPECT_EQ(ExitCode(c), 128 + SIGKILL);
-  bool died = false;
-  ASSERT_TRUE(lock->Lock(5'000'000'000, &died).ok()) << "no deadlock";
-  EXPECT_TRUE(died);
-  EXPECT_EQ(lock->owner_deaths(), 1u);
-  ASSERT_TRUE(lock->Unlock().ok());
-  ASSERT_TRUE(lock->Lock(-1, &died).ok());
-  EXPECT_FALSE(died) << "reported once";
-  ASSERT_TRUE(lock->Unlock().ok());
-}
-
-TEST(SharedCounter, AtomicAcrossProcesses) {
-  Watchdog dog(std::chrono::seconds(60), "SharedCounter");
-  auto c = SharedCounter::Create(5).value();
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 4; ++i)
-    kids.push_back(Child([&] {
-      for (int j = 0; j < 100000; ++j) c->Add(1);
-      return 0;
-    }));
-  for (pid_t p : kids) EXPECT_EQ(ExitCode(p), 0);
-  EXPECT_EQ(c->Load(), 400005);
-  int64_t expected = 1;
-  EXPECT_FALSE(c->CompareExchange(&expected, 7));
-  EXPECT_EQ(expected, 400005);
-  EXPECT_TRUE(c->CompareExchange(&expected, 7));
-  EXPECT_EQ(c->Exchange(9), 7);
-  EXPECT_EQ(c->Load(), 9);
-}
+using testing::Child;
+using testing::ExitCode;
 
 // 4 processes draw k=4 from 10 bags of 64 at once; within each cycle of a
 // bag no instance is drawn twice, and every complete cycle covers 64.
@@ -153,6 +72,7 @@ TEST(BagSampler, NoInstanceTwiceInACycleAcrossProcesses) {
 }
 
 int g_signal_fd = -1;
+
 void SignalAndHang() {
   (void)write(g_signal_fd, "x", 1);
   pause();

@@ -1,0 +1,250 @@
+// cache/streaming_dataset: epochs over a store, in both modes.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "cache/lock_fd.h"
+#include "cache/shard_cache.h"
+#include "core/unique_fd.h"
+#include "io/tfrecord_writer.h"
+#include "stoker/loader.h"
+#include "stoker/shard_index.h"
+#include "stoker/streaming.h"
+#include "watchdog.h"
+
+namespace stoker {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr int kShards = 8, kPerShard = 20;
+
+// A remote directory of kShards TFRecord shards; sample i: y = i,
+// x = [i] * 64 (float32); and its index.
+std::string MakeRemote(const std::string& tag) {
+  const std::string dir = ::testing::TempDir() + "streaming_" + tag + "_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/remote");
+  std::vector<ShardInfo> index;
+  for (int s = 0; s < kShards; ++s) {
+    const std::string path = dir + "/remote/shard-" + std::to_string(s) + ".tfrecord";
+    auto w = TFRecordWriter::Create(path);
+    EXPECT_TRUE(w.ok());
+    for (int i = s * kPerShard; i < (s + 1) * kPerShard; ++i) {
+      std::vector<float> x(64, static_cast<float>(i));
+      const int64_t y = i;
+      FeatureValue fx, fy;
+      fx.name = "x", fx.kind = FeatureValue::Kind::kFloat, fx.floats = x.data(), fx.count = x.size();
+      fy.name = "y", fy.kind = FeatureValue::Kind::kInt64, fy.ints = &y, fy.count = 1;
+      EXPECT_TRUE(w.value()->Write({fx, fy}).ok());
+    }
+    EXPECT_TRUE(w.value()->Close().ok());
+    auto info = DescribeShard(path, ShardFormat::kTFRecord);
+    EXPECT_TRUE(info.ok()) << info.status().ToString();
+    index.push_back(info.value());
+  }
+  std::ofstream(dir + "/remote/index.txt") << FormatShardIndex(index);
+  return dir;
+}
+
+StreamingOptions Options(const std::string& dir, StreamingMode mode, uint64_t max_bytes) {
+  StreamingOptions o;
+  o.remote = dir + "/remote";
+  o.local = dir + "/cache";
+  o.max_bytes = max_bytes;
+  o.mode = mode;
+  o.features = {{"x", ElementType::kFloat32, {64}}, {"y", ElementType::kInt64, {}}};
+  o.shuffle_window = 2;
+  o.prefetch = 2;
+  return o;
+}
+
+uint64_t ShardBytes(const std::string& dir) { return fs::file_size(dir + "/remote/shard-0.tfrecord"); }
+
+std::vector<int64_t> Epoch(Loader& l) {
+  std::vector<int64_t> ys;
+  for (const Batch& b : l)
+    for (uint64_t k = 0; k < b.size(); ++k) {
+      const int64_t y = b.field("y")->tensor.as<int64_t>()[k];
+      EXPECT_EQ(b.field("x")->tensor.as<float>()[k * 64 + 63], static_cast<float>(y));
+      ys.push_back(y);
+    }
+  EXPECT_TRUE(l.status().ok()) << l.status().ToString();
+  return ys;
+}
+
+TEST(Streaming, FullModeThroughTheCppLoaderEverySampleOnce) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("full");
+  auto ds = StreamingDataset::Open(Options(dir, StreamingMode::kFull, 4 * ShardBytes(dir)));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  EXPECT_EQ(ds.value()->size(), uint64_t{kShards * kPerShard});
+  LoaderOptions lo;
+  lo.batch_size = 7;
+  lo.shuffle = true;
+  lo.num_workers = 2;
+  auto l = Loader::Create(ds.value(), lo);
+  ASSERT_TRUE(l.ok());
+  for (int e = 0; e < 2; ++e) {
+    std::vector<int64_t> ys = Epoch(*l.value());
+    std::sort(ys.begin(), ys.end());
+    ASSERT_EQ(ys.size(), size_t{kShards * kPerShard});
+    for (int i = 0; i < kShards * kPerShard; ++i) ASSERT_EQ(ys[i], i);
+  }
+  const StreamingStats st = ds.value()->stats();
+  EXPECT_EQ(st.evictions, 0u);  // what does not fit streams through memory
+  EXPECT_GE(st.streamed, 2u * (kShards - 4));
+  EXPECT_GE(st.hits, 3u);  // epoch 2 reads what the cache kept
+  EXPECT_LE(st.used_bytes, 4 * ShardBytes(dir));
+  EXPECT_EQ(st.seen_shards, uint64_t{kShards});
+  l.value().reset();
+  ds.value().reset();
+  fs::remove_all(dir);
+}
+
+TEST(Streaming, RanksTakeEqualDisjointContiguousParts) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("ranks");
+  auto ds = StreamingDataset::Open(Options(dir, StreamingMode::kFull, 1 << 30));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  std::multiset<int64_t> all;
+  for (uint32_t r = 0; r < 3; ++r) {
+    std::vector<int64_t> o = ds.value()->Order(SampleOrder{4, true, 9, r, 3, true});
+    EXPECT_EQ(o.size(), size_t{(kShards * kPerShard + 2) / 3});
+    all.insert(o.begin(), o.end());
+    // Contiguous in the epoch's shard-by-shard order: few shards per rank.
+    std::set<int64_t> shards;
+    for (int64_t i : o) shards.insert(i / kPerShard);
+    EXPECT_LE(shards.size(), size_t{kShards / 3 + 3});
+  }
+  for (int i = 0; i < kShards * kPerShard; ++i) EXPECT_GE(all.count(i), 1u);
+  EXPECT_EQ(all.size(), size_t{(kShards * kPerShard + 2) / 3 * 3});  // padded by repeating
+  // The same (seed, epoch) gives the same order; another epoch another.
+  EXPECT_EQ(ds.value()->Order(SampleOrder{4, true, 9, 0, 1, true}), ds.value()->Order(SampleOrder{4, true, 9, 0, 1, true}));
+  EXPECT_NE(ds.value()->Order(SampleOrder{4, true, 9, 0, 1, true}), ds.value()->Order(SampleOrder{5, true, 9, 0, 1, true}));
+  ds.value().reset();
+  fs::remove_all(dir);
+}
+
+TEST(Streaming, GrowingModeEpochsAreTheCachedShardsAndRepeatable) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("growing");
+  StreamingOptions o = Options(dir, StreamingMode::kGrowing, 1 << 30);
+  o.min_shards = 3;
+  auto ds = StreamingDataset::Open(o);
+  ASSERT_TRUE(ds.value() != nullptr) << ds.status().ToString();
+  EXPECT_GE(ds.value()->epoch_shards().size(), 3u);
+  LoaderOptions lo;
+  lo.batch_size = 5;
+  lo.shuffle = true;
+  auto l = Loader::Create(ds.value(), lo);
+  ASSERT_TRUE(l.ok());
+  std::vector<int64_t> ys = Epoch(*l.value());
+  EXPECT_EQ(ys.size(), ds.value()->epoch_shards().size() * kPerShard);
+  // Wait until every shard is cached: the next epoch has them all.
+  for (int i = 0; i < 500 && ds.value()->stats().cached_shards < kShards; ++i) usleep(10000);
+  ys = Epoch(*l.value());
+  EXPECT_EQ(ys.size(), size_t{kShards * kPerShard});
+  // An epoch repeated from its shard list (a resume, or rank 0's snapshot).
+  ds.value()->UseShards({"shard-5.tfrecord", "shard-1.tfrecord"});
+  ASSERT_TRUE(ds.value()->BeginEpoch(9).ok());
+  EXPECT_EQ(ds.value()->epoch_shards(), (std::vector<std::string>{"shard-1.tfrecord", "shard-5.tfrecord"}));
+  EXPECT_EQ(ds.value()->size(), uint64_t{2 * kPerShard});
+  ds.value()->UseShards({"nope.tfrecord"});
+  Status st = ds.value()->BeginEpoch(10);
+  EXPECT_NE(st.message().find("shard 'nope.tfrecord'"), std::string::npos) << st.ToString();
+  l.value().reset();
+  ds.value().reset();
+  fs::remove_all(dir);
+}
+
+TEST(Streaming, LoaderStateRepeatsAGrowingEpochsShards) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("restore");
+  StreamingOptions o = Options(dir, StreamingMode::kGrowing, 1 << 30);
+  auto ds1 = StreamingDataset::Open(o);
+  ASSERT_TRUE(ds1.ok()) << ds1.status().ToString();
+  ds1.value()->UseShards({"shard-1.tfrecord", "shard-2.tfrecord", "shard-5.tfrecord"});  // this epoch: these
+  LoaderOptions lo;
+  lo.batch_size = 5;
+  lo.shuffle = true;
+  lo.seed = 3;
+  auto l1 = Loader::Create(ds1.value(), lo);
+  ASSERT_TRUE(l1.ok());
+  auto ys = [](const Batch& b) {
+    std::vector<int64_t> v;
+    for (uint64_t k = 0; k < b.size(); ++k) v.push_back(b.field("y")->tensor.as<int64_t>()[k]);
+    return v;
+  };
+  Batch b;
+  bool end = false;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(l1.value()->Next(&b, &end).ok() && !end);
+  const std::string saved = l1.value()->state().Serialize();
+  std::vector<std::vector<int64_t>> rest;
+  while (l1.value()->Next(&b, &end).ok() && !end) rest.push_back(ys(b));
+  ASSERT_EQ(rest.size(), size_t{3 * kPerShard / 5 - 4});
+  // A new process: the cache has all shards by now, the epoch is repeated.
+  for (int i = 0; i < 500 && ds1.value()->stats().cached_shards < kShards; ++i) usleep(10000);
+  auto ds2 = StreamingDataset::Open(o);
+  ASSERT_TRUE(ds2.ok());
+  EXPECT_EQ(ds2.value()->epoch_shards().size(), size_t{kShards});
+  auto l2 = Loader::Create(ds2.value(), lo);
+  auto st = LoaderState::Parse(saved);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st.value().dataset_epoch, "shard-1.tfrecord\nshard-2.tfrecord\nshard-5.tfrecord\n");
+  ASSERT_TRUE(l2.value()->Restore(st.value()).ok());
+  std::vector<std::vector<int64_t>> again;
+  while (l2.value()->Next(&b, &end).ok() && !end) again.push_back(ys(b));
+  EXPECT_EQ(again, rest);
+  EXPECT_EQ(ds2.value()->epoch_shards().size(), 3u);
+  l1.value().reset();
+  l2.value().reset();
+  ds1.value().reset();
+  ds2.value().reset();
+  fs::remove_all(dir);
+}
+
+TEST(Streaming, ErrorsNameWhatIsWrong) {
+  const std::string dir = MakeRemote("errors");
+  StreamingOptions o = Options(dir, StreamingMode::kFull, 1 << 30);
+  o.features.clear();
+  EXPECT_NE(StreamingDataset::Open(o).status().message().find("declare the TFRecord features"), std::string::npos);
+  o.features = {{"y", ElementType::kInt64, {}}, {"y", ElementType::kFloat32, {}}};
+  EXPECT_NE(StreamingDataset::Open(o).status().message().find("feature 'y' is declared twice"), std::string::npos);
+  o = Options(dir, StreamingMode::kFull, 1 << 30);
+  o.index = "missing.txt";
+  EXPECT_FALSE(StreamingDataset::Open(o).ok());
+  o = Options(dir, StreamingMode::kGrowing, 100);
+  EXPECT_NE(StreamingDataset::Open(o).status().message().find("is larger than max_bytes"), std::string::npos);
+  o = Options(dir, StreamingMode::kGrowing, 0);
+  EXPECT_NE(StreamingDataset::Open(o).status().message().find("must be > 0 in mode 'growing'"), std::string::npos);
+  EXPECT_TRUE(StreamingDataset::Open(Options(dir, StreamingMode::kFull, 0)).ok());  // full: no cache at all
+  o = Options(dir, StreamingMode::kFull, 0);
+  o.fetcher_cpus = {-3};
+  EXPECT_NE(StreamingDataset::Open(o).status().message().find("fetcher_cpus: CPU -3 is not one this process may run on"),
+            std::string::npos);
+  // A forked child cannot read (no fetchers there): an error, not a hang.
+  auto ds = StreamingDataset::Open(Options(dir, StreamingMode::kFull, 1 << 30));
+  ASSERT_TRUE(ds.ok());
+  LoaderOptions lo;
+  lo.use_processes = true;
+  lo.batch_size = 4;
+  auto l = Loader::Create(ds.value(), lo);
+  ASSERT_TRUE(l.ok());
+  Batch b;
+  bool end = false;
+  Status s = l.value()->Next(&b, &end);
+  EXPECT_NE(s.message().find("read in the process that opened it"), std::string::npos) << s.ToString();
+  l.value().reset();
+  ds.value().reset();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace stoker
