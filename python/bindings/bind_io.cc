@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "core/atomic_file.h"
 #include "glue/errors.h"
 #include "glue/options.h"
 #include "io/record_file_dataset.h"
@@ -132,6 +133,23 @@ void BindIo(py::module_& m) {
              return new NativeWorkers(std::move(e), std::move(d), Check(ParseReaderPriority(priority))); }),
            py::arg("engine"), py::arg("dataset"), py::arg("priority") = "normal")
       .def("stop", &NativeWorkers::Stop, py::call_guard<py::gil_scoped_release>());
+
+  // core/atomic_file.h: a file that appears whole or not at all.
+  py::class_<AtomicFile>(m, "AtomicFile")
+      .def(py::init([](const std::string& path) { return new AtomicFile(Check(AtomicFile::Create(path))); }))
+      .def("write", [](AtomicFile& f, py::buffer b) {
+             py::buffer_info info = b.request();
+             Check(f.Append(info.ptr, static_cast<size_t>(info.size * info.itemsize))); })
+      .def("commit", [](AtomicFile& f, bool sync) {
+             Status st = [&] { py::gil_scoped_release nogil; return f.Commit(sync); }();
+             Check(st); }, py::arg("sync") = true)
+      // Drops what was written (the temporary file), now.
+      .def("abort", [](AtomicFile& f) { AtomicFile gone(std::move(f)); });
+  m.def("write_file_atomically", [](const std::string& path, py::bytes data) {
+    std::string_view v = data;
+    Status st = [&] { py::gil_scoped_release nogil; return WriteFileAtomically(path, v); }();
+    Check(st);
+  });
 
   py::class_<TFRecordWriter>(m, "TFRecordWriter")
       .def(py::init([](const std::string& path) { return Check(TFRecordWriter::Create(path)).release(); }))

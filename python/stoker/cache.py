@@ -94,12 +94,7 @@ def write_index(directory: str | os.PathLike, name: str = "index.txt", format: s
     if not rows:
         raise FileNotFoundError(f"write_index: no .tfrecord or .tar shards in {directory}")
     path = os.path.join(directory, name)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as out:
-        out.write(N.lib.format_shard_index(rows))
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    N.lib.write_file_atomically(path, N.lib.format_shard_index(rows).encode())
     return path
 
 

@@ -483,12 +483,9 @@ def write_tar_shards(pattern: str | os.PathLike, samples: Iterable[Mapping[str, 
         nonlocal cur
         if cur is None:
             return
-        f, path, tmp = cur
+        f, path = cur
         f.write(N.lib.tar_end())
-        f.flush()
-        os.fsync(f.fileno())
-        f.close()
-        os.replace(tmp, path)
+        f.commit()
         out.append(path)
         cur = None
 
@@ -504,9 +501,7 @@ def write_tar_shards(pattern: str | os.PathLike, samples: Iterable[Mapping[str, 
                 close()
             if cur is None:
                 path = pattern % len(out)
-                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-                tmp = f"{path}.tmp.{os.getpid()}"
-                cur = (open(tmp, "wb"), path, tmp)
+                cur = (N.lib.AtomicFile(path), path)
                 count = size = 0
             for m in members:
                 cur[0].write(m)
@@ -515,6 +510,5 @@ def write_tar_shards(pattern: str | os.PathLike, samples: Iterable[Mapping[str, 
         close()
     finally:
         if cur is not None:  # an error: leave no partial shard
-            cur[0].close()
-            os.unlink(cur[2])
+            cur[0].abort()
     return out

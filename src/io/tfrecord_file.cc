@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "core/atomic_file.h"
 #include "core/unique_fd.h"
 #include "io/crc32c.h"
 
@@ -107,18 +108,9 @@ bool SaveIndex(const std::string& path, const FileStamp& stamp, const TFRecordIn
   }
   const uint32_t crc = Crc32c(b.data(), b.size());
   b.append(reinterpret_cast<const char*>(&crc), 4);
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  // Unique temporary name, then rename: concurrent builders (ranks of one
-  // node) each write a whole file and the last rename wins.
-  std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(gettid());
-  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd.valid()) return false;
-  bool ok = write(fd.get(), b.data(), b.size()) == static_cast<ssize_t>(b.size());
-  fd.reset();
-  ok = ok && rename(tmp.c_str(), path.c_str()) == 0;
-  if (!ok) unlink(tmp.c_str());
-  return ok;
+  // Concurrent builders (ranks of one node) each write a whole file and the
+  // last rename wins.  Not fsynced: a lost index is built again.
+  return WriteFileAtomically(path, b, /*sync=*/false).ok();
 }
 
 Status BuildIndex(const FileReader& file, bool skip_bad, TFRecordIndex* idx) {

@@ -1,33 +1,17 @@
 #include "io/tfrecord_writer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-
 #include "example.pb.h"
 #include "io/tfrecord_file.h"
 
 namespace stoker {
 
 Result<std::unique_ptr<TFRecordWriter>> TFRecordWriter::Create(const std::string& path) {
-  std::unique_ptr<TFRecordWriter> w(new TFRecordWriter());
-  w->path_ = path;
-  w->tmp_ = path + ".tmp." + std::to_string(getpid());
-  w->fd_ = open(w->tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (w->fd_ < 0) return Status::IOError("create " + w->tmp_, errno);
-  return w;
-}
-
-TFRecordWriter::~TFRecordWriter() {
-  if (fd_ >= 0) {
-    close(fd_);
-    unlink(tmp_.c_str());
-  }
+  STOKER_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::Create(path));
+  return std::unique_ptr<TFRecordWriter>(new TFRecordWriter(std::move(f)));
 }
 
 Status TFRecordWriter::Write(const std::vector<FeatureValue>& features) {
-  if (fd_ < 0) return Status::InvalidArgument("TFRecordWriter for " + path_ + " is closed");
+  if (!file_) return Status::InvalidArgument("this TFRecordWriter is closed");
   tf::Example ex;
   auto* map = ex.mutable_features()->mutable_feature();
   for (const FeatureValue& v : features) {
@@ -54,31 +38,17 @@ Status TFRecordWriter::Write(const std::vector<FeatureValue>& features) {
 }
 
 Status TFRecordWriter::Flush() {
-  size_t done = 0;
-  while (done < buf_.size()) {
-    const ssize_t n = write(fd_, buf_.data() + done, buf_.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::IOError("write " + tmp_, errno);
-    }
-    done += static_cast<size_t>(n);
-  }
+  STOKER_RETURN_IF_ERROR(file_->Append(buf_));
   buf_.clear();
   return Status::OK();
 }
 
 Status TFRecordWriter::Close() {
-  if (fd_ < 0) return Status::OK();
+  if (!file_) return Status::OK();
   STOKER_RETURN_IF_ERROR(Flush());
-  if (fsync(fd_) != 0) return Status::IOError("fsync " + tmp_, errno);
-  close(fd_);
-  fd_ = -1;
-  if (rename(tmp_.c_str(), path_.c_str()) != 0) {
-    const int e = errno;
-    unlink(tmp_.c_str());
-    return Status::IOError("rename " + tmp_ + " to " + path_, e);
-  }
-  return Status::OK();
+  Status st = file_->Commit(/*sync=*/true);
+  file_.reset();  // (a failed commit removes the temporary file)
+  return st;
 }
 
 }  // namespace stoker

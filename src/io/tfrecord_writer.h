@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "stoker/status.h"
 
 namespace stoker {
@@ -29,17 +31,16 @@ struct FeatureValue {
 class TFRecordWriter {
  public:
   static Result<std::unique_ptr<TFRecordWriter>> Create(const std::string& path);
-  ~TFRecordWriter();  // without Close(): the temporary file is removed
+  // Without Close(), the file never appears (core/atomic_file.h).
   Status Write(const std::vector<FeatureValue>& features);
   // fsync, rename into place.
   Status Close();
   uint64_t records() const { return records_; }
 
  private:
-  TFRecordWriter() = default;
+  explicit TFRecordWriter(AtomicFile file) : file_(std::move(file)) {}
   Status Flush();
-  std::string path_, tmp_;
-  int fd_ = -1;
+  std::optional<AtomicFile> file_;  // (empty once closed)
   std::string buf_;
   uint64_t records_ = 0;
 };

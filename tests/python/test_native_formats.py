@@ -493,3 +493,27 @@ def test_reader_priority_applies_to_the_reader_threads(images, priority):
     del it
     with pytest.raises(ValueError, match="reader_priority should be"):
         stoker.DataLoader(ds, reader_priority="high")
+
+
+def test_writers_leave_whole_files_or_none(tmp_path):
+    """write_tar_shards, write_tfrecord and write_index write under a
+    temporary name and rename (core/atomic_file.h): a writer that fails
+    midway leaves no partial file and no temporary one."""
+    from stoker.cache import write_index
+    from stoker.io import write_tar_shards, write_tfrecord
+
+    def samples(bad_at):
+        for i in range(10):
+            if i == bad_at:
+                yield "not a dict"
+            yield {"__key__": f"k{i}", "cls": i}
+    with pytest.raises(TypeError, match="sample 4"):
+        write_tar_shards(str(tmp_path / "t-%02d.tar"), samples(4), maxcount=3)
+    assert sorted(os.listdir(tmp_path)) == ["t-00.tar"]  # the closed shard only: no t-01.tar, no .tmp
+    with pytest.raises(TypeError, match="sample 2"):
+        write_tfrecord(tmp_path / "x.tfrecord", ({"a": 1} if i != 2 else 7 for i in range(5)))
+    assert sorted(os.listdir(tmp_path)) == ["t-00.tar"]
+    write_index(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["index.txt", "t-00.tar"]
+    rows = [r for r in open(tmp_path / "index.txt").read().splitlines() if not r.startswith("#")]
+    assert [r.split()[0] for r in rows] == ["t-00.tar"]
