@@ -36,6 +36,7 @@
 #define STOKER_STREAMING_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +79,11 @@ struct StreamingOptions {
   uint64_t fetch_seed = 0;              // kGrowing: the order the fetchers take the remote shards in
   double wait_timeout_s = 0;            // > 0: waiting longer than this for min_shards is an error
   StoreOptions store;
+  // A store of the caller's instead of the one `remote` names (a C++
+  // program's own object store client; the tests' fault-injecting store):
+  // called once for the index and once per fetcher, each a connection of
+  // its own.  `remote` still names the dataset in messages.
+  std::function<Result<std::unique_ptr<Store>>()> open_store;
 };
 
 struct StreamingStats {

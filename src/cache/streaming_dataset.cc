@@ -77,7 +77,8 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   } else {
     m.tar_decls = o.tar_fields;
   }
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(o.remote, o.store));
+  auto open_store = [&o]() { return o.open_store ? o.open_store() : Store::Open(o.remote, o.store); };
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, open_store());
   if (o.shards.empty()) {
     STOKER_ASSIGN_OR_RETURN(std::string text, store->ReadAll(o.index));
     STOKER_ASSIGN_OR_RETURN(m.shards, ParseShardIndex(text, store->Locate(o.index)));
@@ -125,7 +126,7 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   MixShuffle(m.fetch_order.begin(), m.fetch_order.end(), Mix64(o.fetch_seed ^ 0x6a09e667f3bcc908ULL));
   std::vector<std::unique_ptr<Store>> stores;
   for (uint32_t i = 0; i < o.fetchers; ++i) {
-    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> s, Store::Open(o.remote, o.store));
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> s, open_store());
     stores.push_back(std::move(s));
   }
   if (o.mode == StreamingMode::kFull) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "stoker/loader.h"
 #include "stoker/shard_index.h"
 #include "stoker/streaming.h"
+#include "fault_store.h"
 #include "watchdog.h"
 
 namespace stoker {
@@ -242,6 +244,101 @@ TEST(Streaming, ErrorsNameWhatIsWrong) {
   Status s = l.value()->Next(&b, &end);
   EXPECT_NE(s.message().find("read in the process that opened it"), std::string::npos) << s.ToString();
   l.value().reset();
+  ds.value().reset();
+  fs::remove_all(dir);
+}
+
+// Reads samples [0, n) of the current epoch; the y of each, or -1 where the
+// read failed (its error in *errors).
+std::vector<int64_t> ReadAll(StreamingDataset& ds, std::vector<std::string>* errors) {
+  std::vector<int64_t> ys;
+  float x[64];
+  int64_t y = -1;
+  uint8_t* dst[2] = {reinterpret_cast<uint8_t*>(x), reinterpret_cast<uint8_t*>(&y)};
+  for (int64_t i : ds.Order(SampleOrder{})) {
+    y = -1;
+    Status st = ds.Read(static_cast<uint64_t>(i), dst);
+    if (!st.ok()) errors->push_back(st.message());
+    ys.push_back(st.ok() ? y : -1);
+  }
+  return ys;
+}
+
+TEST(Streaming, FullModeStoreFailureReachesItsReadersThenTheNextEpochFetchesAgain) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("fault_full");
+  auto plan = std::make_shared<testing::FaultPlan>();
+  plan->fail_next["shard-3.tfrecord"] = 1;
+  StreamingOptions o = Options(dir, StreamingMode::kFull, 0);  // every shard streams through memory (Read)
+  o.open_store = testing::FaultStore::Factory(dir + "/remote", plan);
+  auto ds = StreamingDataset::Open(o);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  std::vector<std::string> errors;
+  std::vector<int64_t> ys = ReadAll(*ds.value(), &errors);
+  ASSERT_EQ(ys.size(), size_t{kShards * kPerShard});
+  for (int i = 0; i < kShards * kPerShard; ++i) EXPECT_EQ(ys[i], i / kPerShard == 3 ? -1 : i) << "sample " << i;
+  ASSERT_EQ(errors.size(), size_t{kPerShard});  // each read of the shard says why, none waits
+  EXPECT_NE(errors[0].find("shard-3.tfrecord"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("injected: the store went away"), std::string::npos) << errors[0];
+  EXPECT_GE(ds.value()->stats().fetch_errors, 1u);
+  // The next epoch fetches the shard again: nothing is lost for good.
+  ASSERT_TRUE(ds.value()->BeginEpoch(1).ok());
+  errors.clear();
+  ys = ReadAll(*ds.value(), &errors);
+  EXPECT_TRUE(errors.empty()) << errors[0];
+  for (int i = 0; i < kShards * kPerShard; ++i) ASSERT_EQ(ys[i], i);
+  EXPECT_EQ(plan->Calls("shard-3.tfrecord"), 2);
+  ds.value().reset();
+  fs::remove_all(dir);
+}
+
+TEST(Streaming, GrowingModeFetchesAgainAfterTransientFailuresAndResumesThePart) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("fault_transient");
+  auto plan = std::make_shared<testing::FaultPlan>();
+  plan->fail_next["shard-4.tfrecord"] = 2;  // two downloads cut halfway, then the store is back
+  StreamingOptions o = Options(dir, StreamingMode::kGrowing, 1 << 30);
+  o.min_shards = kShards;
+  o.store.backoff_s = 0.01;
+  o.open_store = testing::FaultStore::Factory(dir + "/remote", plan);
+  auto ds = StreamingDataset::Open(o);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  EXPECT_EQ(ds.value()->epoch_shards().size(), size_t{kShards});
+  std::vector<std::string> errors;
+  std::vector<int64_t> ys = ReadAll(*ds.value(), &errors);
+  EXPECT_TRUE(errors.empty()) << errors[0];
+  for (int i = 0; i < kShards * kPerShard; ++i) ASSERT_EQ(ys[i], i);
+  const StreamingStats st = ds.value()->stats();
+  EXPECT_EQ(plan->Calls("shard-4.tfrecord"), 3);
+  EXPECT_EQ(st.fetch_errors, 2u);
+  EXPECT_NE(st.last_fetch_error.find("injected"), std::string::npos) << st.last_fetch_error;
+  // Resumed from the part each cut left: the shard's bytes came once, not three times.
+  EXPECT_LT(st.bytes_downloaded, (kShards + 1) * ShardBytes(dir));
+  ds.value().reset();
+  fs::remove_all(dir);
+}
+
+TEST(Streaming, GrowingModeLeavesACorruptShardOutAndSaysWhich) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("fault_corrupt");
+  auto plan = std::make_shared<testing::FaultPlan>();
+  plan->corrupt["shard-2.tfrecord"] = true;
+  StreamingOptions o = Options(dir, StreamingMode::kGrowing, 1 << 30);
+  o.min_shards = kShards - 1;
+  o.open_store = testing::FaultStore::Factory(dir + "/remote", plan);
+  auto ds = StreamingDataset::Open(o);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  for (int i = 0; i < 500 && ds.value()->stats().fetch_errors == 0; ++i) usleep(10000);
+  const StreamingStats st = ds.value()->stats();
+  ASSERT_EQ(st.fetch_errors, 1u);
+  EXPECT_NE(st.last_fetch_error.find("shard shard-2.tfrecord"), std::string::npos) << st.last_fetch_error;
+  EXPECT_NE(st.last_fetch_error.find("CRC-32C"), std::string::npos) << st.last_fetch_error;
+  ASSERT_TRUE(ds.value()->BeginEpoch(1).ok());
+  const std::vector<std::string> shards = ds.value()->epoch_shards();
+  EXPECT_EQ(shards.size(), size_t{kShards - 1});
+  EXPECT_EQ(std::count(shards.begin(), shards.end(), "shard-2.tfrecord"), 0);
+  EXPECT_EQ(plan->Calls("shard-2.tfrecord"), 1);  // corrupt on the store: not fetched again
+  EXPECT_FALSE(fs::exists(dir + "/cache/shard-2.tfrecord"));
   ds.value().reset();
   fs::remove_all(dir);
 }
