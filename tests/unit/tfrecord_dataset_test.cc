@@ -58,7 +58,7 @@ struct Sample {
   uint8_t* dst[3] = {reinterpret_cast<uint8_t*>(x), reinterpret_cast<uint8_t*>(&y), reinterpret_cast<uint8_t*>(raw)};
 };
 
-TEST(TFRecord, ReadsDecodesAndCachesTheIndex) {
+TEST(TFRecordDataset, ReadsDecodesAndCachesTheIndex) {
   const std::string path = TempPath("ok.tfrecord");
   WriteTFRecords(path, 50);
   auto ds = TFRecordDataset::Open({path}, Specs());
@@ -98,7 +98,7 @@ TEST(TFRecord, ReadsDecodesAndCachesTheIndex) {
   RemoveWithIndex(path);
 }
 
-TEST(TFRecord, IndexDirAndMmapAndOnePassWriter) {
+TEST(TFRecordDataset, IndexDirAndMmapAndOnePassWriter) {
   const std::string path = TempPath("w.tfrecord");
   const std::string dir = TempPath("idxdir");
   auto w = TFRecordWriter::Create(path);
@@ -143,7 +143,7 @@ TEST(TFRecord, IndexDirAndMmapAndOnePassWriter) {
   rmdir(dir.c_str());
 }
 
-TEST(TFRecord, BadCrcNamesFileRecordOffsetAndSkipCounts) {
+TEST(TFRecordDataset, BadCrcNamesFileRecordOffsetAndSkipCounts) {
   const std::string path = TempPath("crc.tfrecord");
   std::string file = WriteTFRecords(path, 5);
   const std::string r0 = ExampleBytes(0);
@@ -168,7 +168,7 @@ TEST(TFRecord, BadCrcNamesFileRecordOffsetAndSkipCounts) {
   RemoveWithIndex(path);
 }
 
-TEST(TFRecord, TruncatedFileRaisesOrSkipsTheTail) {
+TEST(TFRecordDataset, TruncatedFileRaisesOrSkipsTheTail) {
   const std::string path = TempPath("trunc.tfrecord");
   std::string file = WriteTFRecords(path, 4);
   WriteFile(path, file.substr(0, file.size() - 10));
