@@ -1,6 +1,6 @@
 // The C++ API: stoker::Loader over native datasets and a user-defined one,
 // in threads and forked processes; order, sharding, errors, worker death,
-// timeouts, resume, and batch lifetime.
+// timeouts, resume.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -14,34 +14,13 @@
 
 #include "io/tfrecord_file.h"
 #include "stoker/loader.h"
+#include "counting_dataset.h"
 #include "watchdog.h"
 
 namespace stoker {
 namespace {
 
-// Sample i: int64 i, then float32 [i, i+0.5] -- a user-defined C++ dataset.
-class Counting : public NativeDataset {
- public:
-  explicit Counting(uint64_t n, int sleep_ms_at = -1) : n_(n), sleep_at_(sleep_ms_at) {}
-  uint64_t size() const override { return n_; }
-  const std::vector<FieldSpec>& fields() const override { return fields_; }
-  Status Read(uint64_t i, uint8_t* const* dst) override {
-    if (static_cast<int64_t>(i) == sleep_at_) std::this_thread::sleep_for(std::chrono::seconds(3));
-    if (i == 13 && fail_13_) return Status::DataLoss("sample 13 is bad on purpose");
-    const int64_t v = static_cast<int64_t>(i);
-    std::memcpy(dst[0], &v, 8);
-    const float f[2] = {static_cast<float>(i), static_cast<float>(i) + 0.5f};
-    std::memcpy(dst[1], f, 8);
-    return Status::OK();
-  }
-  std::string Describe() const override { return "counting"; }
-  bool fail_13_ = false;
-
- private:
-  uint64_t n_;
-  int64_t sleep_at_;
-  std::vector<FieldSpec> fields_{{"i", ElementType::kInt64, {}}, {"f", ElementType::kFloat32, {2}}};
-};
+using testing::Counting;
 
 std::vector<int64_t> Epoch(Loader& l, Status* st = nullptr) {
   std::vector<int64_t> seen;
@@ -217,28 +196,6 @@ TEST(Loader, StateRestoresExactlyAcrossLoaders) {
   auto mismatch = Loader::Create(std::make_shared<Counting>(50), other);
   Status r = mismatch.value()->Restore(state.value());
   EXPECT_NE(r.message().find("saved with batch_size 3, this loader has 4"), std::string::npos) << r.message();
-}
-
-TEST(Loader, BatchesHoldTheirSlotsUntilTheLastCopyGoes) {
-  testing::Watchdog wd(std::chrono::seconds(60));
-  LoaderOptions o;
-  o.batch_size = 4;
-  auto l = Loader::Create(std::make_shared<Counting>(40), o);
-  std::vector<Batch> kept;
-  Batch b;
-  bool end = false;
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(l.value()->Next(&b, &end).ok());
-    kept.push_back(b);
-  }
-  b.reset();
-  EXPECT_EQ(l.value()->stats().slots_held, 3u);
-  Batch copy = kept[0];
-  kept.clear();
-  EXPECT_EQ(l.value()->stats().slots_held, 1u);
-  EXPECT_EQ(copy.field("i")->tensor.as<int64_t>()[0], 0);
-  copy.reset();
-  EXPECT_EQ(l.value()->stats().slots_held, 0u);
 }
 
 TEST(Loader, TFRecordThroughTheCppApi) {
