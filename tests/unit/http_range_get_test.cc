@@ -1,0 +1,60 @@
+// cache/http_range_get over a real nginx: a range received in place, in
+// pieces, on one kept-alive connection; answers it does not handle (an
+// error status, a redirect) are left to libcurl; a refused connection is
+// worth another try.
+#include "cache/http_range_get.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "nginx_server.h"
+#include "test_files.h"
+#include "watchdog.h"
+
+namespace stoker {
+namespace {
+
+using testing::NginxServer;
+using testing::TempPath;
+using testing::WriteFile;
+
+TEST(HttpRangeGet, RangesInPlaceAndWhatItLeavesToLibcurl) {
+  if (!NginxServer::Installed()) GTEST_SKIP() << "nginx is not installed (scripts/run.sh installs it)";
+  testing::Watchdog dog(std::chrono::seconds(60), "HttpRangeGet");
+  const std::string root = TempPath("range_root");
+  std::filesystem::create_directories(root);
+  std::string data(2 << 20, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i % 251);
+  WriteFile(root + "/obj.bin", data);
+  auto server = std::make_unique<NginxServer>(TempPath("range_nginx"), root);
+  ASSERT_TRUE(server->Start());
+  HttpRangeGet get(StoreOptions{});
+  for (uint64_t offset : {uint64_t{0}, uint64_t{12345}, uint64_t{1} << 20}) {
+    std::string out(700000, '\0');
+    size_t pieces = 0, total = 0;
+    auto r = get.Get(server->url() + "/obj.bin", offset, out.size(), reinterpret_cast<uint8_t*>(out.data()),
+                     [&](size_t k) { ++pieces, total += k; });
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_FALSE(r.fallback || r.ignored_range);
+    EXPECT_EQ(out, data.substr(offset, out.size())) << "offset " << offset;
+    EXPECT_EQ(total, out.size());
+    EXPECT_GE(pieces, 1u);
+  }
+  char buf[16];
+  auto missing = get.Get(server->url() + "/nope.bin", 0, sizeof buf, reinterpret_cast<uint8_t*>(buf), [](size_t) {});
+  EXPECT_TRUE(missing.fallback);  // a 404: libcurl turns it into the error
+  auto moved = get.Get(server->url() + "/moved/obj.bin", 0, sizeof buf, reinterpret_cast<uint8_t*>(buf), [](size_t) {});
+  EXPECT_TRUE(moved.fallback);  // a redirect: libcurl follows it
+  server->Stop();
+  auto refused = get.Get(server->url() + "/obj.bin", 0, sizeof buf, reinterpret_cast<uint8_t*>(buf), [](size_t) {});
+  EXPECT_FALSE(refused.status.ok());
+  EXPECT_TRUE(refused.transient) << refused.status.ToString();
+  server.reset();
+  std::filesystem::remove_all(root);
+  std::filesystem::remove_all(TempPath("range_nginx"));
+}
+
+}  // namespace
+}  // namespace stoker
