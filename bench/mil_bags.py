@@ -1,21 +1,22 @@
-"""Shared sampling state across workers: the seed's MIL pattern vs BagSampler.
+"""Shared sampling state across workers: the hand-written MIL pattern (shared
+tensors under a Manager lock) vs BagSampler.
 
     python bench/mil_bags.py --seconds 5
 
-The seed (../shared/seeds/000_*): 100 bags of 64 instances; each sample is a
+The workload (examples/mil_bag_sampling.py): 100 bags of 64 instances; each sample is a
 bag, and a worker draws k=4 of its instances without replacement across all
 workers, zeroing what it drew in the bag's probability vector and resetting
 the vector once fewer than k are left.  Two datasets do exactly that and
 return the drawn instances' features (16 float32 each) and indices:
 
-  seed:   probability vectors in shared torch tensors (share_memory_()), the
+  manual: probability vectors in shared torch tensors (share_memory_()), the
           update under a torch.multiprocessing Manager().RLock(), picks by
           torch.multinomial; loaded by torch.utils.data.DataLoader;
   stoker: one stoker.shared.BagSampler; loaded by stoker.DataLoader.
 
 Both: batch 64, 2 workers, shuffled, measured over --seconds after the first
 batch.  Also the raw draw rate of BagSampler.draw, in one process and with 2
-processes drawing at once (the same bags), and of the seed's locked update in
+processes drawing at once (the same bags), and of the hand-written locked update in
 one process.  Prints a table and, last, a JSON line.
 """
 from __future__ import annotations
@@ -37,8 +38,8 @@ def features():
     return np.random.default_rng(0).standard_normal((BAGS, SIZE, DIM), dtype=np.float32)
 
 
-class SeedMIL(torch.utils.data.Dataset):
-    """The seed's pattern, step by step."""
+class ManualMIL(torch.utils.data.Dataset):
+    """The hand-written pattern, step by step."""
 
     def __init__(self, n):
         self.n = n
@@ -83,8 +84,8 @@ class StokerMIL(torch.utils.data.Dataset):
 
 def loader_rate(side: str, seconds: float, workers: int) -> dict:
     n = 10_000_000
-    if side == "seed":
-        ds = SeedMIL(n)
+    if side == "manual":
+        ds = ManualMIL(n)
         loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers)
     else:
         import stoker
@@ -127,15 +128,15 @@ def raw_draw_rates(seconds: float) -> dict:
     for p in procs:
         p.join()
     contended = sum(n for n, _ in results) / max(dt for _, dt in results)
-    # The seed's locked update, in one process (no loader).
-    seed = SeedMIL(1)
+    # The hand-written locked update, in one process (no loader).
+    manual = ManualMIL(1)
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < min(seconds, 2.0):
-        seed[n]
+        manual[n]
         n += 1
-    seed_rate = n / (time.perf_counter() - t0)
+    manual_rate = n / (time.perf_counter() - t0)
     return {"bag_sampler_draws_per_s": alone, "bag_sampler_draws_per_s_2_procs": contended,
-            "seed_draws_per_s": seed_rate}
+            "manual_draws_per_s": manual_rate}
 
 
 def main(argv=None) -> int:
@@ -144,17 +145,17 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2)
     a = p.parse_args(argv)
     torch.set_num_threads(1)
-    seed = loader_rate("seed", a.seconds, a.workers)
+    manual = loader_rate("manual", a.seconds, a.workers)
     ours = loader_rate("stoker", a.seconds, a.workers)
     raw = raw_draw_rates(min(a.seconds, 2.0))
-    ratio = ours["samples_per_s"] / seed["samples_per_s"]
+    ratio = ours["samples_per_s"] / manual["samples_per_s"]
     print(f"MIL bags ({BAGS} x {SIZE}, k={K}), batch 64, {a.workers} workers, {a.seconds:.0f} s each")
-    print(f"  seed pattern, torch DataLoader   {seed['samples_per_s']:>12,.0f} samples/s")
+    print(f"  hand-written, torch DataLoader   {manual['samples_per_s']:>12,.0f} samples/s")
     print(f"  BagSampler, stoker DataLoader    {ours['samples_per_s']:>12,.0f} samples/s   {ratio:.0f}x")
     print(f"  raw draws/s: BagSampler {raw['bag_sampler_draws_per_s']:,.0f} alone, "
           f"{raw['bag_sampler_draws_per_s_2_procs']:,.0f} with 2 processes contending; "
-          f"seed's locked update {raw['seed_draws_per_s']:,.0f}")
-    print(json.dumps({"seed": seed, "stoker": ours, "ratio": ratio, "raw": raw, "workers": a.workers,
+          f"hand-written locked update {raw['manual_draws_per_s']:,.0f}")
+    print(json.dumps({"manual": manual, "stoker": ours, "ratio": ratio, "raw": raw, "workers": a.workers,
                       "cpus": os.cpu_count()}))
     return 0
 

@@ -1,6 +1,6 @@
 """Multiple-instance learning with instance sampling shared by all workers.
 
-The use case of ../shared/seeds/000_*: every sample is a bag (a slide, a
+Every sample is a bag (a slide, a
 case) of many instances (tiles); a worker draws k instances of the bag to
 form the sample, and no instance may be drawn twice, by any worker, until the
 bag is exhausted; then the bag starts over.  The sampling weights come from

@@ -7,7 +7,7 @@
 // probability proportional to its weight among those left (torch.multinomial
 // without replacement), and removes them for every process, atomically.
 // When fewer than k are left, on_exhausted decides: kReset starts a new
-// cycle (all available again) and draws from it, as the seed's author does;
+// cycle (all available again) and draws from it, as MIL training code does;
 // kFewer returns what is left (a new cycle starts once none is); kError
 // returns ResourceExhausted and leaves the bag as it is.
 //

@@ -1,5 +1,5 @@
-// stoker::Store: where shards come from, selected by URL (issue 7's first
-// part; the streaming cache builds on it):
+// stoker::Store: where shards come from, selected by URL (the streaming
+// cache builds on it):
 //   /data/shards or file:///data/shards    a local or mounted directory
 //   http://host:port/path, https://...     HTTP(S) with libcurl: range
 //                                          requests, one kept-alive

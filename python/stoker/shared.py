@@ -339,7 +339,7 @@ class BagSampler:
     follows the instances' weights among those not drawn yet in the bag's
     current cycle (as torch.multinomial without replacement); a weight of 0
     never draws.  When fewer than k are left, ``on_exhausted`` decides:
-    "reset" starts a new cycle and draws from it (the seed's behaviour),
+    "reset" starts a new cycle and draws from it (what MIL training code does),
     "fewer" returns what is left (a new cycle starts once none is), "raise"
     raises BagExhausted (call ``reset(bag)``).
 

@@ -2,10 +2,8 @@
 // Large copies (64 KiB and up) use non-temporal stores: the batch is read
 // later by another process (the training loop), not by this core, so pulling
 // its lines into this core's cache first (what a plain memcpy's stores do)
-// only costs memory traffic and evicts the source.  On this project's 2-core
-// VM: 20 GB/s against memcpy's 17 for 1 MiB samples out of 32 MiB buffers
-// into a shared-memory pool (a micro-benchmark; in the streaming benchmark
-// the difference is within its noise).  Smaller copies are a plain memcpy.
+// only costs memory traffic and evicts the source (measured in
+// docs/benchmarks.md).  Smaller copies are a plain memcpy.
 #ifndef STOKER_COLLATE_COLLATE_COPY_H_
 #define STOKER_COLLATE_COLLATE_COPY_H_
 

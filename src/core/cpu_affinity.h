@@ -3,10 +3,10 @@
 // Confining a group of threads to some CPUs keeps them off the others: off
 // the cores a training step's threads use, or, where the store's server runs
 // on the same machine (a local gateway, nginx on loopback), off the core the
-// server needs.  On two cores shared with nginx on loopback, three fetchers
-// confined to one CPU streamed at 0.90x curl's rate against 0.80-0.81x when
-// the scheduler spread them over both (docs/benchmarks.md, "Streaming
-// cache"): spread, a fetcher woken on the server's core preempts it.
+// server needs.  On two cores shared with nginx on loopback, fetchers
+// confined to one CPU streamed faster than spread over both
+// (docs/benchmarks.md, "Streaming cache"): spread, a fetcher woken on the
+// server's core preempts it.
 #ifndef STOKER_CORE_CPU_AFFINITY_H_
 #define STOKER_CORE_CPU_AFFINITY_H_
 

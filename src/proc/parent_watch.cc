@@ -1,5 +1,7 @@
 #include "proc/parent_watch.h"
 
+#include <pthread.h>
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,6 +23,7 @@ Status StartParentWatch(pid_t expected_parent, int exit_code) {
     return Status::IOError("pidfd_open(main process " + std::to_string(expected_parent) + ")", err);
   }
   std::thread([pidfd = fd.release(), exit_code] {
+    pthread_setname_np(pthread_self(), "stoker-parent");
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);

@@ -1,5 +1,7 @@
 #include "proc/supervisor.h"
 
+#include <pthread.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -25,7 +27,10 @@ Supervisor::Supervisor(OnExit on_exit) : on_exit_(std::move(on_exit)), owner_(ge
   ev.events = EPOLLIN;
   ev.data.u64 = UINT64_MAX;
   epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "stoker-watch");  // (top -H, py-spy, /proc/<pid>/task/*/comm)
+    Run();
+  });
 }
 
 Supervisor::~Supervisor() {

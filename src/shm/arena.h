@@ -12,8 +12,8 @@
 // A loader whose readers are threads of its own process (native datasets)
 // shares the arena with no one: ArenaGeometry::process_shared = false gives
 // it private anonymous memory instead, quicker to back than tmpfs pages
-// (8 MiB: about 2.5 ms against 5 ms on this project's VM, paid for each
-// region of every new loader iterator).  It has no fd and cannot be attached.
+// (paid for each region of every new loader iterator; docs/benchmarks.md,
+// bench/epoch_start.py).  It has no fd and cannot be attached.
 // It takes no transparent huge pages: a huge page would back memory around a
 // region that max_memory does not count.
 //

@@ -1,4 +1,4 @@
-"""Issue 7: a cache directory on a disk smaller than max_bytes.
+"""A cache directory on a disk smaller than max_bytes.
 
 The cache directory is a small tmpfs mounted in a private mount namespace
 (so the test needs root); max_bytes is 1 GiB.  The cache must treat the full

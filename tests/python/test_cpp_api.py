@@ -1,4 +1,4 @@
-"""Issue 9: the C++ API as an installed package.  `cmake --install` puts
+"""The C++ API as an installed package.  `cmake --install` puts
 headers, libstoker.a and a CMake package in a prefix; examples/cpp (an
 outside project: find_package(stoker), target_link_libraries(... stoker::stoker))
 builds against it, and its programs run: a plain C++ checksum reader

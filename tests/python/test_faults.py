@@ -1,4 +1,4 @@
-"""Issue 3: every fault provoked for real (exceptions, signals, hangs, a killed
+"""Every fault provoked for real (exceptions, signals, hangs, a killed
 main process, Ctrl-C, early exits), each followed by a leak check."""
 import ctypes
 import mmap

@@ -1,4 +1,4 @@
-"""Issue 6: TFRecord and tar shards, native transforms, writers, `stoker pack`,
+"""TFRecord and tar shards, native transforms, writers, `stoker pack`,
 bad input (raise, or skip and count), I/O modes."""
 import os
 import struct

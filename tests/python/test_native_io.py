@@ -1,4 +1,4 @@
-"""Issue 6 (first part): native datasets read by C++ threads into the pool."""
+"""Native datasets read by C++ threads into the pool."""
 import os
 import time
 

@@ -1,4 +1,4 @@
-"""Issue 3: max_worker_restarts delivers every index exactly once, in order,
+"""max_worker_restarts delivers every index exactly once, in order,
 while workers are SIGKILLed at random points of the epoch."""
 import logging
 import os

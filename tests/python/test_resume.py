@@ -1,4 +1,4 @@
-"""Issue 8: exact mid-epoch resume (state_dict / load_state_dict) and the
+"""Exact mid-epoch resume (state_dict / load_state_dict) and the
 distributed mode."""
 import io
 import os

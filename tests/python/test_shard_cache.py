@@ -1,4 +1,4 @@
-"""Issue 7, second part: the local shard cache over a real nginx: crash-safe
+"""The local shard cache over a real nginx: crash-safe
 downloads verified against the index, resumed half-written files, eviction
 under max_bytes that never touches a pinned shard, two processes sharing one
 cache directory without downloading twice."""

@@ -135,6 +135,7 @@ def _worker_uss_growth(container, tmp_path):
         os.read(go_r, 1)
         os._exit(0)
     os.close(w)
+    os.close(go_r)
     try:
         gc.collect()
         before = stoker._native.lib.process_memory(pid)["uss"]
@@ -145,6 +146,8 @@ def _worker_uss_growth(container, tmp_path):
     finally:
         os.write(go_w, b"q")
         os.waitpid(pid, 0)
+        os.close(r)
+        os.close(go_w)
 
 
 def test_reading_a_string_list_in_a_forked_worker_copies_nothing(tmp_path):

@@ -1,4 +1,4 @@
-"""Issue 5: shared mutable state across workers (Lock, Counter, BagSampler)
+"""Shared mutable state across workers (Lock, Counter, BagSampler)
 and set_epoch reaching persistent workers."""
 import collections
 import os
@@ -15,7 +15,7 @@ import stoker
 from stoker import shared
 
 
-# ---- the seed's scenario: MIL bags ------------------------------------------------
+# ---- multiple-instance learning: bags ------------------------------------------------
 
 class MILDataset(Dataset):
     """Each sample is a bag; a draw takes k of its instances, shared across workers."""

@@ -1,4 +1,4 @@
-"""Issue 4 soak: the process tree's PSS and the system's Shmem after each
+"""Soak: the process tree's PSS and the system's Shmem after each
 epoch stay within 5% of epoch 1, with persistent workers and with fresh
 workers each epoch (bench/soak.py).  A short run is in the default suite; the
 full 50 epochs run with `pytest -m stress` (STOKER_SOAK_EPOCHS to change).

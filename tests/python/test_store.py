@@ -1,4 +1,4 @@
-"""Issue 7, first part: stores by URL (a directory, HTTP with a real nginx):
+"""Stores by URL (a directory, HTTP with a real nginx):
 sizes, range reads, downloads that resume, retries with backoff, clear
 errors after the last attempt."""
 import os

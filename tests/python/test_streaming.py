@@ -1,8 +1,9 @@
-"""Issue 7: StreamingDataset over a real nginx on 127.0.0.1: growth across
+"""StreamingDataset over a real nginx on 127.0.0.1: growth across
 epochs, eviction under max_bytes (checked continuously, never a shard in
 use), full mode exactly once, the server stopped mid-download, a corrupt
 shard, a truncated response, a restart with a half-written file, two
-loaders sharing one cache, resume, tar shards, stats."""
+loaders sharing one cache, resume, tar shards, stats.  One module (over 600
+lines) so that one nginx serves all of them."""
 import os
 import resource
 import shutil

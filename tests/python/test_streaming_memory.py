@@ -1,4 +1,4 @@
-"""Issue 7: full mode's memory buffers within the memory a process may use.
+"""Full mode's memory buffers within the memory a process may use.
 
 Full mode streams the shards its cache has no room for through memory
 buffers the size of the largest shard, allocated when the dataset opens.

@@ -1,4 +1,4 @@
-"""Issue 3 stress: create -> iterate -> random fault or stop -> destroy, many
+"""Stress: create -> iterate -> random fault or stop -> destroy, many
 times (bench/stress_cycles.py).  A short run is part of the default suite; the
 full 10,000 cycles run with `pytest -m stress` (STOKER_STRESS_CYCLES to change)."""
 import json

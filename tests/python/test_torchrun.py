@@ -1,4 +1,4 @@
-"""Issue 8, for real: `torchrun --nproc_per_node=2` (gloo, CPU) trains a tiny
+"""For real: `torchrun --nproc_per_node=2` (gloo, CPU) trains a tiny
 DDP model on stoker.DataLoader(distributed=True) for two epochs.  Each rank's
 samples are disjoint from the other's and together they are the dataset, in
 every epoch.  A second job is SIGKILLed whole at a random step and restarted

@@ -1,0 +1,664 @@
+"""The iterator of stoker.DataLoader: one pass (or, with persistent workers,
+many) over the loader.  It starts and restarts the worker processes, drives
+the native scheduler (a Pump: the sampler's indices out, batches in, in
+order), turns worker deaths, errors and timeouts into torch's exceptions
+(with more said), and loads batches in this process when num_workers=0.
+Split from dataloader.py, which keeps the DataLoader class (torch's
+constructor and the resume and stats API).  Over 600 lines because it is one
+object whose parts share its state (the pump, the workers, the random-state
+board, the resume counters); what stands alone lives beside it (_worker.py,
+_rng_state.py, _reaper.py, _diagnose.py)."""
+from __future__ import annotations
+
+import collections
+import logging
+import multiprocessing as python_multiprocessing
+import os
+import pickle
+import threading
+import time
+import warnings
+import weakref
+from typing import TYPE_CHECKING, Optional
+
+import torch
+import torch.utils.data
+from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
+
+from stoker import _native as N
+from stoker import _reaper
+from stoker._diagnose import OomWatch
+from stoker._worker import (ArenaHandle, WorkerConfig, _default_collate_py, prepare_batch, publish_prepared,
+                            worker_main)
+from stoker.errors import LoaderTimeout, WorkerCrashed, describe_exit, short_repr
+
+
+if TYPE_CHECKING:
+    from stoker.dataloader import DataLoader
+
+# How long a worker busy in user code may take to notice a shutdown before it
+# is killed.  Workers hold nothing that needs cleaning up.
+_JOIN_GRACE_S = 0.05
+
+logger = logging.getLogger("stoker")
+
+
+def _is_default(fn, name: str) -> bool:
+    return fn is None or fn is getattr(torch.utils.data, name, None) or \
+        fn is getattr(torch.utils.data._utils.collate, name, None)
+
+
+class _StokerIter(_BaseDataLoaderIter):
+    """One pass (or, with persistent workers, many passes) over a DataLoader."""
+
+    def __init__(self, loader: DataLoader):
+        self._owner_pid = os.getpid()
+        self._shutdown = True  # until the engine exists
+        # One thread at a time in next() and reset: the scheduler is
+        # single-threaded.  A thread that waits for the lock waits without
+        # the GIL, so the one inside keeps going (and timeout= holds).
+        self._lock = threading.Lock()
+        super().__init__(loader)
+        loader._last_iter = weakref.ref(self)
+        self._loader_ref = weakref.ref(loader)
+        self._rank, self._world_size = loader.rank, loader.world_size
+        self._numpy = loader.output == "numpy"
+        self._in_order = loader.in_order
+        self._is_iterable = self._dataset_kind == _DatasetKind.Iterable
+        # A native dataset with the default collate is read by C++ threads
+        # (num_workers of them, at least one) instead of worker processes.
+        self._native_ds = _native_source(loader, self._is_iterable)
+        if self._native_ds is not None:
+            self._num_workers = max(1, self._num_workers)
+            if self._native_ds.on_error == "skip" and not self._auto_collation:
+                raise ValueError(f"{self._native_ds.describe()} skips bad records (on_error='skip'), which needs "
+                                 "batches to leave them out of: give a batch_size (batch_size=None yields "
+                                 "single samples)")
+        nw = self._num_workers
+        self._prefetch = (loader.prefetch_factor or 2) * max(nw, 1)
+        user_collate = loader._user_collate_fn
+        if self._auto_collation:
+            self._wcollate = None if _is_default(user_collate, "default_collate") else loader.collate_fn
+            self._convert = False
+        else:
+            self._wcollate = None if _is_default(user_collate, "default_convert") else loader.collate_fn
+            self._convert = self._wcollate is None
+        self._max_memory = loader.max_memory
+        resume = getattr(loader, "_resume", None)
+        if resume is not None and resume.get("base_seed") is not None:
+            self._base_seed = resume["base_seed"]  # workers seed as in the saved run
+        # An IterableDataset resumed mid-epoch: each worker passes over the
+        # items of the batches it had delivered.
+        per_item = (loader.batch_size or 1) if self._auto_collation else 1
+        self._iter_skip = [c * per_item for c in resume.get("per_worker", [])] \
+            if resume is not None and self._is_iterable else []
+        self._iter_base = list(resume.get("per_worker", [])) if resume is not None and self._is_iterable else []
+        # Native readers are threads of this process: the pool needs no
+        # shared memory (private memory is quicker to back; shm/arena.h).
+        self._engine = N.Engine(nw, loader.max_memory, max(256, 4 * self._prefetch + 64),
+                                process_shared=self._native_ds is None)
+        if getattr(loader, "_epoch", None) is not None:
+            self._engine.set_epoch(loader._epoch)
+        self._shutdown = False
+        if nw:
+            self._pump = N.lib.Pump(self._engine, nw, self._prefetch, self._in_order, self._is_iterable,
+                                    self._auto_collation, self._numpy)
+        self._warned = set()
+        self._cuda_on = False  # pin_memory: the engine pins the pool and fences slots (_fence)
+        self._workers = []
+        self._oom_watch = []
+        self._restarts_left = loader.max_worker_restarts
+        self.restarts = []  # one record per replaced worker
+        self._stats = _Throughput(self._engine)
+        # Map-style worker processes record their random state as they go
+        # (stoker._rng_state): replacements and resumed runs continue it.
+        self._rng_board = None
+        self._rng_resume = None
+        if nw and self._native_ds is None and not self._is_iterable:
+            from stoker._rng_state import RngBoard
+            self._rng_board = RngBoard.for_prefetch(nw, self._prefetch)
+            saved = resume.get("worker_rng") if resume is not None else None
+            if saved is not None and len(saved) == nw:
+                from stoker.distributed import rank_and_world_size
+                here = rank_and_world_size()[0]
+                if resume.get("worker_rng_rank", 0) == here:
+                    self._rng_resume = list(saved)
+                else:
+                    warnings.warn(
+                        f"stoker: this loader state was saved by process rank {resume.get('worker_rng_rank', 0)}, "
+                        f"and this is rank {here} (a framework that saves one checkpoint for all ranks, such as "
+                        "Lightning, does this): the indices resume exactly, but this rank's workers cannot "
+                        "continue their random streams, so augmentations drawn from now on differ from the "
+                        "uninterrupted run's on this rank. Save each rank's loader.state_dict() to resume them "
+                        "exactly.", UserWarning, stacklevel=4)
+        if self._native_ds is not None:
+            self._native_workers = N.lib.NativeWorkers(self._engine, self._native_ds, loader.reader_priority)
+        elif nw > 0:
+            self._start_workers(loader)
+        self._reset(loader, first_iter=True)
+
+    # ---- lifecycle -------------------------------------------------------
+
+    def _start_workers(self, loader):
+        self._ctx = loader.multiprocessing_context or python_multiprocessing.get_context()
+        self._worker_init_fn = loader.worker_init_fn
+        for wid in range(self._num_workers):
+            self._workers.append(None)
+            self._oom_watch.append(None)
+            self._start_worker(wid)
+
+    def _start_worker(self, wid: int, rng_state: Optional[bytes] = None, replacement: bool = False):
+        if not replacement and self._rng_resume is not None:
+            rng_state, self._rng_resume[wid] = self._rng_resume[wid], None
+        forked = self._ctx.get_start_method() == "fork"
+        handle = ArenaHandle(engine=self._engine) if forked else ArenaHandle(fd=self._engine.fd)
+        cfg = WorkerConfig(
+            arena=handle, worker_id=wid, num_workers=self._num_workers, dataset=self._dataset,
+            is_iterable=self._is_iterable, auto_collation=self._auto_collation,
+            collate_fn=self._wcollate, convert=self._convert, drop_last=self._drop_last,
+            base_seed=self._base_seed, worker_init_fn=self._worker_init_fn,
+            numpy_mode=self._numpy, parent_pid=os.getpid(), rank=self._rank, world_size=self._world_size,
+            skip_items=self._iter_skip[wid] if wid < len(self._iter_skip) else 0,
+            rng_board=self._rng_board, rng_state=rng_state, rng_on_board=replacement and rng_state is not None)
+        w = self._ctx.Process(target=worker_main, args=(cfg,), daemon=True, name=f"stoker-worker-{wid}")
+        try:
+            w.start()
+        except (TypeError, AttributeError, pickle.PicklingError):
+            # torch's warning, word for word: spawn and forkserver pickle the
+            # dataset, collate_fn and worker_init_fn.
+            warnings.warn(
+                "Got pickle error when attempting to start a worker Process. "
+                "This might be because the worker Process arguments are not picklable. "
+                "Python 3.14+ changed the multiprocessing start method in non-Mac POSIX platforms "
+                "to 'forkserver', which requires the worker Process arguments to be picklable. "
+                "You can also try multiprocessing.set_start_method('fork').",
+                stacklevel=2)
+            raise
+        _reaper.guard(w)
+        self._engine.watch(wid, w.pid)
+        self._workers[wid] = w
+        self._oom_watch[wid] = OomWatch(w.pid)
+
+    def _restart_worker(self, wid, pid, code, sig) -> bool:
+        """Replaces a dead worker if restarts remain; False if it may not."""
+        if self._restarts_left <= 0:
+            return False
+        self._restarts_left -= 1
+        held = sorted(b for b, _i in self._held_by().get(wid, []))
+        _, hint = self._oom_watch[wid].verdict(pid, sig)
+        logger.warning("stoker: DataLoader worker %d (pid %d) %s%s; starting a replacement (%d restart(s) left) "
+                       "and loading its batches %s again", wid, pid, describe_exit(sig, code),
+                       f" ({hint})" if hint else "", self._restarts_left, held)
+        mine = {b for b, w, _i in self._pump.in_flight() if w == wid}
+        self._pump.requeue(wid)
+        requeued = sorted(mine - {b for b, w, _i in self._pump.in_flight() if w == wid})
+        dead = self._workers[wid]
+        _reaper.reap([dead], 0.0)
+        rng = self._replacement_rng(wid, requeued)
+        self._start_worker(wid, rng, replacement=True)
+        self.restarts.append({"worker": wid, "pid": pid, "signal": sig, "exit_code": code, "batches": held,
+                              "random_state": "continued" if rng is not None else "seeded"})
+        return True
+
+    def _replacement_rng(self, wid: int, requeued) -> Optional[bytes]:
+        """The random state the dead worker had before the first batch it
+        did not finish: the replacement loads that batch on from there."""
+        board = self._rng_board
+        if board is None:
+            return None
+        gen = self._pump.generation
+        if not self._in_order or not requeued:
+            # Out of order batches go to any worker; a worker that held
+            # nothing unfinished: the state after the last batch it read.
+            return board.newest(wid)
+        prev = requeued[0] - self._num_workers
+        return board.lookup(wid, gen, prev if prev >= 0 else None)
+
+    def _reset(self, loader, first_iter=False):
+        with self._lock:
+            self._reset_locked(loader, first_iter)
+
+    def _reset_locked(self, loader, first_iter):
+        super()._reset(loader, first_iter)
+        resume, loader._resume = getattr(loader, "_resume", None), None
+        if resume is not None:
+            _rng_restore(loader, resume["rng"])
+        # The order of this epoch is drawn now, not at the first batch, so the
+        # random state saved with it is the one that drew it.
+        self._epoch_rng = _rng_snapshot(loader)
+        native_order = _native_order(loader, self._auto_collation) if self._num_workers else None
+        if native_order is None:
+            self._sampler_iter = _eager(self._sampler_iter)
+        self._local_skip = set()
+        self._delivered_local = 0
+        if not first_iter:
+            self._iter_base = []  # a resumed epoch's counts belong to that epoch only
+        if self._num_workers:
+            if native_order is not None:  # no Python per sample: the order goes to the scheduler as it is
+                self._pump.reset_order(native_order, loader.batch_size or 0, loader.drop_last, not first_iter)
+            else:
+                self._pump.reset(self._sampler_iter, not first_iter)
+            if resume is not None and self._is_iterable:
+                self._resume_next = resume.get("next_worker", 0)
+                self._pump.start_round_robin_at(self._resume_next)
+            elif resume is not None:
+                self._pump.skip_delivered(resume["delivered"], resume["delivered_extra"])
+        elif resume is not None and not self._is_iterable:
+            self._local_skip = set(range(resume["delivered"])) | set(resume["delivered_extra"])
+        self._stats.reset()
+        self._close_progress()
+        if loader.progress:
+            from stoker._progress import Progress
+            try:
+                total = len(loader)
+            except TypeError:
+                total = None
+            self._progress = Progress(self.stats, total)
+
+    def _close_progress(self):
+        progress, self._progress = getattr(self, "_progress", None), None
+        if progress is not None:
+            progress.close()
+
+    def _shutdown_workers(self):
+        if self._shutdown or os.getpid() != self._owner_pid:
+            # Already done, or this is a forked copy (the cyclic GC can collect
+            # an old iterator inside a new worker): the parent owns the workers.
+            return
+        self._shutdown = True
+        self._close_progress()
+        engine = getattr(self, "_engine", None)
+        if engine is None:
+            return
+        loader = self._loader_ref()
+        if loader is not None:  # loader.stats() describes the last iterator once it is gone too
+            try:
+                loader._final_stats = self.stats()
+            except Exception:  # noqa: BLE001 - statistics must never fail a shutdown
+                pass
+        for wid in range(len(self._workers)):
+            engine.forget(wid)
+        engine.shutdown()  # every worker wakes up and leaves
+        native = getattr(self, "_native_workers", None)
+        if native is not None:
+            native.stop()  # threads: they leave at once, nothing to reap
+        _reaper.reap(self._workers, _JOIN_GRACE_S)
+        pump = getattr(self, "_pump", None)
+        if pump is not None:
+            pump.clear()
+        board = getattr(self, "_rng_board", None)
+        if board is not None:
+            board.close()
+
+    def __del__(self):
+        try:
+            self._shutdown_workers()
+        except Exception:
+            pass
+
+    # ---- iteration -------------------------------------------------------
+
+    def _next_data(self):
+        if self._num_workers == 0:
+            return self._next_local()
+        if self._shutdown:
+            raise StopIteration
+        code, value = self._pump.next(self._timeout if self._timeout > 0 else -1.0)
+        if code == _BATCH:  # the common case first, with no call in between
+            return value
+        # A loop, not a recursion: a storm of worker deaths inside one next()
+        # must not grow the stack (replacements are forked from it).
+        while True:
+            data = self._outcome(code, value)
+            if data is not _AGAIN:
+                return data
+            if self._shutdown:
+                raise StopIteration
+            code, value = self._pump.next(self._timeout if self._timeout > 0 else -1.0)
+
+    def _outcome(self, code, value):
+        """What pump.next()'s (code, value) means: a batch, or an exception,
+        or _AGAIN (a dead worker was replaced: wait for the next outcome)."""
+        if code == _BATCH:
+            return value
+        if code == N.PumpCode.BATCH_FLAGGED:
+            batch, flags = value
+            self._warn_flags(flags)
+            return batch
+        if code == N.PumpCode.END:
+            if not self._persistent_workers:
+                self._shutdown_workers()
+            raise StopIteration
+        if code == N.PumpCode.ERROR:
+            report, _wid, _bid, _index = value
+            pickle.loads(report).reraise()
+        if code == N.PumpCode.WORKER_EXIT:
+            if self._restart_worker(*value):
+                return _AGAIN
+            self._raise_crash(*value)
+        if code == N.PumpCode.TIMEOUT:
+            self._raise_timeout()
+        raise AssertionError(f"stoker: unknown pump outcome {code}")
+
+    def _held_by(self):
+        held = collections.defaultdict(list)
+        for bid, wid, idx in self._pump.in_flight():
+            held[wid].append((bid, idx))
+        return held
+
+    def _raise_crash(self, wid, pid, code, sig):
+        held = self._held_by().get(wid, [])
+        msg = f"DataLoader worker {wid} (pid {pid}) exited unexpectedly: {describe_exit(sig, code)}"
+        if held:
+            msg += "; it held " + ", ".join(f"batch {b} (indices {short_repr(i, 120)})" for b, i in held)
+        oom, hint = self._oom_watch[wid].verdict(pid, sig) if wid < len(self._oom_watch) else (False, "")
+        if hint:
+            msg += ". " + hint
+        self._shutdown_workers()
+        raise WorkerCrashed(msg, worker_id=wid, pid=pid, signal=sig or None,
+                            exit_code=None if sig else code, indices=[i for _b, i in held], oom=oom)
+
+    def _raise_timeout(self):
+        parts = []
+        for wid, tasks in sorted(self._held_by().items()):
+            batches = ", ".join(f"batch {b} (indices {short_repr(i, 120)})" for b, i in tasks)
+            who = f"pid {self._workers[wid].pid}" if wid < len(self._workers) else "a native thread"
+            parts.append(f"worker {wid} ({who}) holds {batches}")
+        raise LoaderTimeout(f"DataLoader timed out after {self._timeout} seconds"
+                            + ("; " + "; ".join(parts) if parts else ""))
+
+    def _warn_flags(self, flags: int):
+        if flags & 1:
+            self._warn_once("copy", "stoker: the training loop holds so many batches that the slot pool "
+                            f"(max_memory={self._max_memory} bytes) would run out; further batches are copied "
+                            "out of shared memory. Drop references to old batches or raise max_memory.")
+
+    def _next_local(self):
+        """num_workers=0: fetch and collate in this process, into a slot."""
+        index = self._next_index()  # raises StopIteration at the end
+        while self._delivered_local in self._local_skip:  # delivered before a resume
+            self._local_skip.discard(self._delivered_local)
+            self._delivered_local += 1
+            index = self._next_index()
+        self._delivered_local += 1
+        if not hasattr(self, "_local_fetch"):
+            from stoker._worker import _Fetcher
+            cfg = WorkerConfig(arena=None, worker_id=0, num_workers=0, dataset=self._dataset,
+                               is_iterable=self._is_iterable, auto_collation=self._auto_collation,
+                               collate_fn=self._wcollate, convert=self._convert, drop_last=self._drop_last,
+                               base_seed=self._base_seed, worker_init_fn=None, numpy_mode=self._numpy,
+                               parent_pid=os.getpid(), skip_items=self._iter_skip[0] if self._iter_skip else 0)
+            self._local_cfg = cfg
+            self._local_fetch = _Fetcher(cfg)
+        if self._is_iterable:
+            kind, payload = (N.TaskKind.ITER_BATCH, len(index)) if self._auto_collation else (N.TaskKind.ITER_ITEM, None)
+        else:
+            kind, payload = N.TaskKind.INDICES, index
+        data = self._local_fetch.fetch(kind, payload)
+        out = _LocalPort(self._engine, self._numpy)
+        prepared = prepare_batch(data, self._local_cfg)  # the user's collate_fn: its errors are its own
+        try:
+            publish_prepared(out, 0, prepared, self._local_cfg)
+        except MemoryError as e:
+            where = f"batch {self._num_yielded}" + ("" if self._is_iterable else f" (indices {short_repr(index, 120)})")
+            raise MemoryError(f"{e} (while loading {where})") from None
+        except (pickle.PicklingError, AttributeError) as e:
+            # A slot stores some objects as a pickle (a namedtuple's class, an
+            # object of no known kind).  In this process nothing has to cross:
+            # a class that cannot be pickled (defined in a function, or under
+            # another name) is handed over as it is, as torch does.
+            if isinstance(e, AttributeError) and "pickle" not in str(e):
+                raise
+            obj, mode = prepared
+            return _default_collate_py(obj, self._numpy) if mode == N.PublishMode.COLLATE else obj
+        return out.result
+
+    # ---- misc --------------------------------------------------------------
+
+    def __next__(self):
+        if not self._lock.acquire(False) and \
+                not self._lock.acquire(timeout=self._timeout if self._timeout > 0 else -1):
+            raise LoaderTimeout(f"DataLoader timed out after {self._timeout} seconds waiting for another thread's "
+                                "next() on the same iterator to return")
+        try:
+            return self._next_locked()
+        finally:
+            self._lock.release()
+
+    def _next_locked(self):
+        t0 = self._stats.now()
+        if self._pin_memory:
+            self._fence()
+        try:
+            data = self._next_data()
+        except StopIteration:
+            self._close_progress()
+            raise
+        if self._cuda_on and self._engine.pin_error:
+            self._pin_failed()
+        self._stats.batch(t0)
+        if self._progress is not None:
+            self._progress.update()
+        self._num_yielded += 1
+        if (self._is_iterable and self._IterableDataset_len_called is not None
+                and self._num_yielded > self._IterableDataset_len_called):
+            # torch's wording, word for word (its test suite matches it).
+            msg = (f"Length of IterableDataset {self._dataset} was reported to be {self._IterableDataset_len_called}"
+                   f"(when accessing len(dataloader)), but {self._num_yielded} samples have been fetched. ")
+            if self._num_workers > 0:
+                msg += ("For multiprocessing data-loading, this could be caused by not properly configuring the "
+                        "IterableDataset replica at each worker. Please see "
+                        "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples.")
+            warnings.warn(msg, stacklevel=3)
+        return data
+
+    def _warn_once(self, key, msg):
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(msg, ResourceWarning, stacklevel=6)
+
+    def _fence(self):
+        """pin_memory: a CUDA event on the loop's current stream.  A batch the
+        loop dropped before this point had its copies to the GPU queued before
+        it, so its slot is reused once the event is done (src/loader/cuda_host.h)."""
+        if not self._cuda_on:
+            from stoker._cuda import runtime_api
+            api, where = runtime_api()
+            if api is None:
+                self._warn_once("pin", f"stoker: pin_memory=True but {where}; batches are not pinned")
+                self._pin_memory = False
+                return
+            self._engine.enable_cuda(api)
+            self._cuda_on = True
+        err = self._engine.record_fence(torch.cuda.current_stream().cuda_stream)
+        if err:
+            self._warn_once("fence", f"stoker: recording a CUDA event failed (CUDA error {err}); a dropped "
+                            "pinned batch may be reused before the GPU has copied it: call "
+                            "torch.cuda.synchronize() before dropping batches")
+
+    def _pin_failed(self):
+        self._warn_once("pin", f"stoker: cudaHostRegister of a slot's memory failed (CUDA error "
+                        f"{self._engine.pin_error}); batches in regions made from now on are not pinned")
+
+    def _shutdown_for_good(self) -> bool:
+        return self._shutdown and not self._persistent_workers
+
+    def resume_state(self) -> dict:
+        rng = self._epoch_rng
+        loader = self._loader_ref()
+        if loader is not None and hasattr(loader.sampler, "_stoker_state"):
+            rng = dict(rng, stream=loader.sampler._stoker_state())  # a streaming dataset's epoch
+        state = {"version": DataLoader._STATE_VERSION, "epoch": getattr(self._loader_ref(), "_epoch", None),
+                 "rng": rng, "base_seed": int(self._base_seed), "num_workers": self._num_workers,
+                 "iterable": self._is_iterable, "rank": self._rank, "world_size": self._world_size,
+                 "delivered_extra": []}
+        if self._is_iterable:
+            # Per worker: batches delivered (the resumed run's skip included);
+            # round robin goes on after the last one's worker.
+            if self._num_workers:
+                counts, last = self._pump.delivered_by_worker()
+            else:
+                counts, last = [self._delivered_local], 0
+            base = self._iter_base or [0] * len(counts)
+            counts = [int(c) + int(b) for c, b in zip(counts, base)]
+            state.update(delivered=sum(counts), per_worker=counts,
+                         next_worker=(last + 1) % max(1, self._num_workers) if last >= 0 else
+                         int(getattr(self, "_resume_next", 0)))
+        elif self._num_workers:
+            delivered, extra = self._pump.delivered()
+            state.update(delivered=int(delivered), delivered_extra=[int(b) for b in extra])
+            if self._rng_board is not None and self._in_order:
+                # Each worker's random state before its next batch: a resumed
+                # run's workers draw on from there (same num_workers).
+                from stoker.distributed import rank_and_world_size
+                gen, nw = self._pump.generation, self._num_workers
+                state["worker_rng_rank"] = rank_and_world_size()[0]
+                state["worker_rng"] = [
+                    self._rng_board.lookup(w, gen, _last_of_worker(w, nw, int(delivered))) for w in range(nw)]
+        else:
+            # Skips not reached yet are ids delivered out of order before a resume.
+            state.update(delivered=self._delivered_local, delivered_extra=sorted(self._local_skip))
+        return state
+
+    def stats(self, memory: bool = True) -> dict:
+        st = self._engine.stats(memory)
+        t = self._stats.snapshot(st["delivered_bytes"])
+        if self._num_workers:
+            q = self._pump.queue_depths()
+        else:
+            q = {"in_progress": 0, "reorder_buffer": 0, "spilled": 0, "retry": 0}
+        q["per_worker"] = [w["queued"] for w in st["workers"]]
+        st["queues"] = q
+        st["throughput"] = t
+        if memory:
+            st["tree_pss"] = st["main"]["pss"] + sum(w["pss"] for w in st["workers"])
+        if self._native_ds is not None:
+            # Native reader threads: bad records skipped (on_error="skip").
+            st["native"] = {"threads": self._num_workers, "skipped": self._native_ds.skipped,
+                            "last_skipped": self._native_ds.last_skipped}
+        return st
+
+    def __getstate__(self):
+        raise NotImplementedError(f"{type(self).__name__} cannot be pickled")
+
+
+_AGAIN = object()  # _outcome: a worker was replaced; wait again
+_BATCH = int(N.PumpCode.BATCH)  # (compared on every batch: a plain int)
+
+
+def _last_of_worker(wid: int, nw: int, delivered: int) -> Optional[int]:
+    """The last batch below `delivered` that worker `wid` loads (batch k
+    goes to worker k mod nw), or None."""
+    return wid + nw * ((delivered - 1 - wid) // nw) if delivered > wid else None
+
+
+class _LocalPort:
+    """The WorkerPort interface for in-process loading: publish() collates into
+    a slot of the local engine and decodes the result right away."""
+
+    def __init__(self, engine, numpy_mode):
+        self._engine = engine
+        self.result = None
+
+    def publish(self, _slot, obj, mode, numpy_mode):
+        out = self._engine.fill_local(obj, mode, numpy_mode)
+        if out is None:
+            return N.PublishOutcome.FALLBACK
+        self.result = out
+        return N.PublishOutcome.PUBLISHED
+
+
+class _Throughput:
+    """Batches/s, bytes/s and the training loop's stall time (the time spent
+    in __next__ waiting for a batch), per epoch."""
+
+    def __init__(self, engine):
+        self.now = time.perf_counter
+        self._engine = engine
+        self.reset()
+
+    def reset(self):
+        self.start = self.now()
+        self.batches = 0
+        self.stall = 0.0
+        self.bytes0 = self._engine.stats(False)["delivered_bytes"]
+
+    def batch(self, t0):
+        self.batches += 1
+        self.stall += self.now() - t0
+
+    def snapshot(self, delivered_bytes: int) -> dict:
+        elapsed = max(self.now() - self.start, 1e-9)
+        return {"batches": self.batches, "batches_per_s": self.batches / elapsed,
+                "bytes_per_s": (delivered_bytes - self.bytes0) / elapsed,
+                "stall_s": self.stall, "stall_fraction": min(1.0, self.stall / elapsed), "elapsed_s": elapsed}
+
+
+def _native_source(loader, is_iterable):
+    """The C++ dataset to read with threads, or None to use worker processes
+    (any Python in the way: a collate_fn or worker_init_fn of the user's)."""
+    from stoker.io import NativeDataset
+    ds = loader.dataset
+    if is_iterable or not isinstance(ds, NativeDataset) or loader.worker_init_fn is not None:
+        return None
+    collate = loader._user_collate_fn
+    if not (_is_default(collate, "default_collate") or _is_default(collate, "default_convert")):
+        return None
+    return ds._native
+
+
+def _native_order(loader, auto_collation):
+    """The epoch's order, begun now, where the sampler's order is native (a
+    StreamingDataset's) and torch's own batching of it is all there is;
+    else None (the sampler is iterated in Python)."""
+    from torch.utils.data import BatchSampler
+    sampler = loader.sampler
+    if not hasattr(sampler, "_native_epoch"):
+        return None
+    if auto_collation:
+        bs = loader.batch_sampler
+        if type(bs) is not BatchSampler or bs.sampler is not sampler:
+            return None
+    return sampler._native_epoch()
+
+
+def _eager(it):
+    """Takes the first item of `it` now (so a lazy sampler draws its random
+    order now) and returns an iterator that yields it first."""
+    import itertools
+    try:
+        first = next(it)
+    except StopIteration:
+        return iter(())
+    return itertools.chain((first,), it)
+
+
+def _rng_snapshot(loader) -> dict:
+    """The random state an epoch's order comes from: the loader's generator
+    (or torch's global one), a sampler's own generator, and the epoch/seed of
+    samplers that derive their order from them (DistributedSampler)."""
+    snap = {"generator": (loader.generator if loader.generator is not None else torch.default_generator).get_state()}
+    samplers = [loader.sampler, getattr(loader.batch_sampler, "sampler", None)]
+    for i, sm in enumerate(samplers):
+        g = getattr(sm, "generator", None)
+        if isinstance(g, torch.Generator) and g is not loader.generator:
+            snap[f"sampler{i}_generator"] = g.get_state()
+        for attr in ("seed", "epoch"):
+            v = getattr(sm, attr, None)
+            if isinstance(v, int) and not isinstance(v, bool):
+                snap[f"sampler{i}_{attr}"] = v
+    return snap
+
+
+def _rng_restore(loader, snap: dict):
+    (loader.generator if loader.generator is not None else torch.default_generator).set_state(snap["generator"])
+    if snap.get("stream") is not None and hasattr(loader.sampler, "_stoker_load_state"):
+        loader.sampler._stoker_load_state(snap["stream"])  # the epoch's shards, to read the same ones
+    samplers = [loader.sampler, getattr(loader.batch_sampler, "sampler", None)]
+    for i, sm in enumerate(samplers):
+        g = getattr(sm, "generator", None)
+        if f"sampler{i}_generator" in snap and isinstance(g, torch.Generator):
+            g.set_state(snap[f"sampler{i}_generator"])
+        for attr in ("seed", "epoch"):
+            if f"sampler{i}_{attr}" in snap and sm is not None:
+                setattr(sm, attr, snap[f"sampler{i}_{attr}"])
