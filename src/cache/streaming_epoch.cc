@@ -10,7 +10,6 @@
 #include <numeric>
 
 #include "cache/streaming_impl.h"
-#include "core/mix.h"
 #include "io/tar_shard_dataset.h"
 #include "io/tfrecord_dataset.h"
 
@@ -76,7 +75,6 @@ Result<std::unique_ptr<NativeDataset>> StreamingDataset::Impl::OpenShard(uint32_
   return d;
 }
 
-// Opens a pinned slot (once); the readers' fast path starts here.
 Status StreamingDataset::Impl::EnsureOpen(Slot& s) {
   std::lock_guard<std::mutex> g(s.open_mu);
   if (s.state.load() == kOpen) return Status::OK();
@@ -130,7 +128,6 @@ void StreamingDataset::Impl::ReleaseLocked(Slot& s) {
   cv.notify_all();
 }
 
-// Under mu: gives `s` its shard if an earlier epoch kept it open.
 bool StreamingDataset::Impl::TakeKeptOpenLocked(Slot& s) {
   auto k = kept_open.find(s.shard);
   if (k == kept_open.end()) return false;
@@ -142,7 +139,6 @@ bool StreamingDataset::Impl::TakeKeptOpenLocked(Slot& s) {
   return true;
 }
 
-// The slot of `index` ready to read (opened), waiting for its download.
 Result<StreamingDataset::Impl::Slot*> StreamingDataset::Impl::Ready(const std::shared_ptr<Epoch>& ep, uint64_t index) {
   if (getpid() != owner)
     return Status::InvalidArgument(Describe() + " is read in the process that opened it (by stoker's reader "
@@ -382,15 +378,14 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
   return Status::OK();
 }
 
-std::vector<int64_t> StreamingDataset::Impl::Order(const SampleOrder& o) {
-  Impl& m = *this;
-  std::shared_ptr<Epoch> ep = m.cur.load();
+std::vector<int64_t> StreamingDataset::Impl::Order(const SampleOrder& so) {
+  std::shared_ptr<Epoch> ep = cur.load();
   const size_t P = ep->slots.size();
   std::vector<std::pair<uint64_t, uint64_t>> runs(P);
   for (size_t p = 0; p < P; ++p) runs[p] = {ep->slots[p]->first, ep->slots[p]->count};
   // Ranks: equal contiguous parts, so that a shard's samples stay on few ranks.
-  std::vector<int64_t> mine = o.RankPart(o.GlobalByShards(runs, m.o.shuffle_window), RankSplit::kContiguous);
-  std::lock_guard<std::mutex> g(m.mu);
+  std::vector<int64_t> mine = so.RankPart(so.GlobalByShards(runs, o.shuffle_window), RankSplit::kContiguous);
+  std::lock_guard<std::mutex> g(mu);
   if (!ep->reads_started.load() && !ep->ordered) {
     // Each shard is released after its last read in this order.
     std::vector<int64_t> reads(P, 0);
@@ -404,15 +399,15 @@ std::vector<int64_t> StreamingDataset::Impl::Order(const SampleOrder& o) {
     }
     for (size_t p = 0; p < P; ++p) {
       ep->slots[p]->remaining = reads[p];
-      if (reads[p] == 0) m.ReleaseLocked(*ep->slots[p]);  // another rank's
+      if (reads[p] == 0) ReleaseLocked(*ep->slots[p]);  // another rank's
     }
     ep->ordered = true;
-    if (m.o.mode == StreamingMode::kFull && !ep->seq.empty()) {
+    if (o.mode == StreamingMode::kFull && !ep->seq.empty()) {
       // The readers' first shards are known now: the fetchers start on them
       // at once, not when the first reader asks (after the loader's start).
       int64_t f = -1;
       ep->frontier.compare_exchange_strong(f, 0);
-      m.cv.notify_all();
+      cv.notify_all();
     }
   }
   return mine;

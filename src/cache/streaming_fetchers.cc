@@ -23,7 +23,6 @@ constexpr double kFullWaitMaxS = 5.0;
 
 }  // namespace
 
-// Under mu: the next download, or false to wait.
 bool StreamingDataset::Impl::NextJob(Job* job) {
   std::shared_ptr<Epoch> ep = cur.load();
   if (ep) {
