@@ -34,7 +34,7 @@ from stoker.errors import LoaderTimeout, WorkerCrashed, describe_exit, short_rep
 
 
 if TYPE_CHECKING:
-    from stoker.dataloader import DataLoader
+    from stoker.dataloader import DataLoader  # noqa: F811
 
 # How long a worker busy in user code may take to notice a shutdown before it
 # is killed.  Workers hold nothing that needs cleaning up.
@@ -484,6 +484,7 @@ class _StokerIter(_BaseDataLoaderIter):
         return self._shutdown and not self._persistent_workers
 
     def resume_state(self) -> dict:
+        from stoker.dataloader import DataLoader  # (it imports this module)
         rng = self._epoch_rng
         loader = self._loader_ref()
         if loader is not None and hasattr(loader.sampler, "_stoker_state"):
