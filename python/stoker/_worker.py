@@ -20,6 +20,15 @@ from typing import Any, Callable, Optional
 from stoker import _native as N
 from stoker.errors import ErrorReport, short_repr
 
+# The codes compared on every task, as plain ints taken from their IntEnums
+# (python/bindings/bind_codes.cc): an enum member's lookup costs about 0.1 us.
+_INDICES, _INDEX, _ITER_BATCH, _PICKLED_INDEX = (int(N.TaskKind.INDICES), int(N.TaskKind.INDEX),
+                                                 int(N.TaskKind.ITER_BATCH), int(N.TaskKind.PICKLED_INDEX))
+_COLLATE, _PRESERVE = int(N.PublishMode.COLLATE), int(N.PublishMode.PRESERVE)
+_FALLBACK, _CANCELLED = int(N.PublishOutcome.FALLBACK), int(N.PublishOutcome.CANCELLED)
+_RESUME = int(N.TaskMsg.RESUME)
+
+
 
 class ArenaHandle:
     """How a worker reaches the arena: the engine itself under fork, the
@@ -106,7 +115,7 @@ class _Fetcher:
         if cfg.is_iterable:
             if self.ended:
                 raise StopIteration
-            if kind == N.TaskKind.ITER_BATCH:
+            if kind == _ITER_BATCH:
                 data = []
                 for _ in range(payload):
                     try:
@@ -118,7 +127,7 @@ class _Fetcher:
                     raise StopIteration
                 return data
             return next(self.dataset_iter)
-        index = pickle.loads(payload) if kind == N.TaskKind.PICKLED_INDEX else payload
+        index = pickle.loads(payload) if kind == _PICKLED_INDEX else payload
         if cfg.auto_collation:
             getitems = getattr(cfg.dataset, "__getitems__", None)
             if getitems:
@@ -164,10 +173,10 @@ def prepare_batch(data, cfg: WorkerConfig):
     """Runs the user's collate_fn (or default_convert) on the fetched samples:
     (object, mode) to publish.  The default collate runs at publish, in C++."""
     if cfg.collate_fn is not None:
-        return cfg.collate_fn(data), N.PublishMode.PRESERVE
+        return cfg.collate_fn(data), _PRESERVE
     if cfg.convert:
-        return _default_convert_py(data, cfg.numpy_mode), N.PublishMode.PRESERVE
-    return data, N.PublishMode.COLLATE
+        return _default_convert_py(data, cfg.numpy_mode), _PRESERVE
+    return data, _COLLATE
 
 
 def publish_prepared(port, slot: int, prepared, cfg: WorkerConfig) -> bool:
@@ -177,15 +186,15 @@ def publish_prepared(port, slot: int, prepared, cfg: WorkerConfig) -> bool:
     back (it will be sent again)."""
     obj, mode = prepared
     r = port.publish(slot, obj, mode, cfg.numpy_mode)
-    if r == N.PublishOutcome.FALLBACK and mode == N.PublishMode.COLLATE:
-        r = port.publish(slot, _default_collate_py(obj, cfg.numpy_mode), N.PublishMode.PRESERVE, cfg.numpy_mode)
-    return r != N.PublishOutcome.CANCELLED
+    if r == _FALLBACK and mode == _COLLATE:
+        r = port.publish(slot, _default_collate_py(obj, cfg.numpy_mode), _PRESERVE, cfg.numpy_mode)
+    return r != _CANCELLED
 
 
 def _task_description(batch_id, kind, payload) -> str:
-    if kind == N.TaskKind.INDICES or kind == N.TaskKind.INDEX:
+    if kind == _INDICES or kind == _INDEX:
         return f"batch {batch_id} (indices {short_repr(payload)})"
-    if kind == N.TaskKind.PICKLED_INDEX:
+    if kind == _PICKLED_INDEX:
         try:
             return f"batch {batch_id} (indices {short_repr(pickle.loads(payload))})"
         except Exception:
@@ -245,7 +254,7 @@ def worker_main(cfg: WorkerConfig):
             if task is None:
                 break
             msg, slot, batch_id, gen, kind, payload = task
-            if msg == N.TaskMsg.RESUME:
+            if msg == _RESUME:
                 iteration_end = False
                 if started:  # a new epoch gets a new iterator; a failed init stays failed
                     try:
