@@ -222,7 +222,7 @@ void BindCache(py::module_& m) {
       .def("order", [](StreamingDataset& d, uint64_t epoch, bool shuffle, uint64_t seed, uint32_t rank,
                        uint32_t world_size, bool pad) {
              std::vector<int64_t> v = d.Order(SampleOrder{epoch, shuffle, seed, rank, world_size, pad});
-             return EpochOrderHandle{std::make_shared<const std::vector<int64_t>>(std::move(v))}; })
+             return EpochOrderHandle{std::make_shared<VectorOrder>(std::move(v)), nullptr}; })
       .def("use_shards", &StreamingDataset::UseShards)
       .def_property_readonly("epoch_shards", &StreamingDataset::epoch_shards)
       .def_property_readonly("remote_shards", [](StreamingDataset& d) {

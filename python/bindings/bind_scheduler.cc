@@ -10,15 +10,6 @@ namespace py = pybind11;
 namespace stoker::glue {
 
 void BindScheduler(py::module_& m) {
-  // This rank's indices of one epoch, held natively (loader/epoch_source.h);
-  // numpy.asarray() views them without a copy.
-  py::class_<EpochOrderHandle>(m, "EpochOrder", py::buffer_protocol())
-      .def("__len__", [](const EpochOrderHandle& o) { return o.order->size(); })
-      .def_buffer([](EpochOrderHandle& o) {
-        return py::buffer_info(const_cast<int64_t*>(o.order->data()), sizeof(int64_t),
-                               py::format_descriptor<int64_t>::format(), 1, {o.order->size()}, {sizeof(int64_t)},
-                               /*readonly=*/true);
-      });
   py::class_<Pump>(m, "Pump")
       .def(py::init([](std::shared_ptr<Engine> e, uint32_t workers, uint32_t prefetch, bool in_order, bool iterable,
                        bool auto_collation, bool numpy_mode) {

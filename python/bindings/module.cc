@@ -9,6 +9,7 @@ namespace py = pybind11;
 
 namespace stoker::glue {
 void BindCodes(pybind11::module_& m);
+void BindOrder(pybind11::module_& m);
 void BindEngine(pybind11::module_& m);
 void BindWorker(pybind11::module_& m);
 void BindScheduler(pybind11::module_& m);
@@ -26,6 +27,7 @@ PYBIND11_MODULE(_stoker, m) {
     if (!stoker::glue::RegisterObject(name, obj.ptr())) throw py::error_already_set();
   }, "Registers a Python object the native code needs (see stoker/_native.py).");
   stoker::glue::BindCodes(m);
+  stoker::glue::BindOrder(m);
   stoker::glue::BindEngine(m);
   stoker::glue::BindWorker(m);
   stoker::glue::BindScheduler(m);

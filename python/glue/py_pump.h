@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "loader/epoch_source.h"
+#include "loader/torch_randperm.h"
 #include "loader/scheduler.h"
 
 namespace stoker::glue {
@@ -51,9 +52,11 @@ class PyIndexSource : public IndexSource {
   PyObject* saved_[3] = {nullptr, nullptr, nullptr};  // type, value, traceback
 };
 
-// What Python holds of an EpochSource's order (bound as EpochOrder).
+// What Python holds of an epoch's order (bound as EpochOrder:
+// bind_order.cc); `randperm` is set when it is torch's randperm.
 struct EpochOrderHandle {
   EpochSource::Order order;
+  std::shared_ptr<TorchRandperm> randperm;
 };
 
 class Pump {

@@ -26,10 +26,10 @@ import torch.utils.data
 from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
 from stoker import _native as N
-from stoker import _reaper
+from stoker import _reaper, _sampling
 from stoker._diagnose import OomWatch
-from stoker._worker import (ArenaHandle, WorkerConfig, _default_collate_py, prepare_batch, publish_prepared,
-                            worker_main)
+from stoker._worker import (_COLLATE, _INDICES, _ITER_BATCH, ArenaHandle, WorkerConfig, _default_collate_py,
+                            prepare_batch, publish_prepared, worker_main)
 from stoker.errors import LoaderTimeout, WorkerCrashed, describe_exit, short_repr
 
 
@@ -221,14 +221,19 @@ class _StokerIter(_BaseDataLoaderIter):
     def _reset_locked(self, loader, first_iter):
         super()._reset(loader, first_iter)
         resume, loader._resume = getattr(loader, "_resume", None), None
+        # What the last epoch's native order drew from a generator, written
+        # back (an epoch left early) before anything reads or restores it.
+        _sampling.settle_all(complete=False)
         if resume is not None:
             _rng_restore(loader, resume["rng"])
         # The order of this epoch is drawn now, not at the first batch, so the
         # random state saved with it is the one that drew it.
         self._epoch_rng = _rng_snapshot(loader)
-        native_order = _native_order(loader, self._auto_collation) if self._num_workers else None
+        native_order = None if self._is_iterable else _native_order(loader, self._auto_collation)
         if native_order is None:
             self._sampler_iter = _eager(self._sampler_iter)
+        elif not self._num_workers:  # batches of the native order, with no list of every index
+            self._sampler_iter = _sampling.batches(native_order, loader.batch_size, loader.drop_last)
         self._local_skip = set()
         self._delivered_local = 0
         if not first_iter:
@@ -326,6 +331,7 @@ class _StokerIter(_BaseDataLoaderIter):
             self._warn_flags(flags)
             return batch
         if code == N.PumpCode.END:
+            _sampling.settle_all()  # a generator the epoch's order drew from: as torch leaves it
             if not self._persistent_workers:
                 self._shutdown_workers()
             raise StopIteration
@@ -391,9 +397,9 @@ class _StokerIter(_BaseDataLoaderIter):
             self._local_cfg = cfg
             self._local_fetch = _Fetcher(cfg)
         if self._is_iterable:
-            kind, payload = (N.TaskKind.ITER_BATCH, len(index)) if self._auto_collation else (N.TaskKind.ITER_ITEM, None)
+            kind, payload = (_ITER_BATCH, len(index)) if self._auto_collation else (_ITER_ITEM, None)
         else:
-            kind, payload = N.TaskKind.INDICES, index
+            kind, payload = _INDICES, index
         data = self._local_fetch.fetch(kind, payload)
         out = _LocalPort(self._engine, self._numpy)
         prepared = prepare_batch(data, self._local_cfg)  # the user's collate_fn: its errors are its own
@@ -410,7 +416,7 @@ class _StokerIter(_BaseDataLoaderIter):
             if isinstance(e, AttributeError) and "pickle" not in str(e):
                 raise
             obj, mode = prepared
-            return _default_collate_py(obj, self._numpy) if mode == N.PublishMode.COLLATE else obj
+            return _default_collate_py(obj, self._numpy) if mode == _COLLATE else obj
         return out.result
 
     # ---- misc --------------------------------------------------------------
@@ -545,6 +551,7 @@ class _StokerIter(_BaseDataLoaderIter):
 
 _AGAIN = object()  # _outcome: a worker was replaced; wait again
 _BATCH = int(N.PumpCode.BATCH)  # (compared on every batch: a plain int)
+_ITER_ITEM = int(N.TaskKind.ITER_ITEM)
 
 
 def _last_of_worker(wid: int, nw: int, delivered: int) -> Optional[int]:
@@ -609,18 +616,20 @@ def _native_source(loader, is_iterable):
 
 
 def _native_order(loader, auto_collation):
-    """The epoch's order, begun now, where the sampler's order is native (a
-    StreamingDataset's) and torch's own batching of it is all there is;
-    else None (the sampler is iterated in Python)."""
+    """The epoch's order, begun now, where the sampler's order is made
+    natively (a StreamingDataset's, torch's RandomSampler and
+    DistributedSampler, stoker's ScalableShuffleSampler: _sampling.py) and
+    torch's own batching of it is all there is; else None (the sampler is
+    iterated in Python)."""
     from torch.utils.data import BatchSampler
     sampler = loader.sampler
-    if not hasattr(sampler, "_native_epoch"):
-        return None
     if auto_collation:
         bs = loader.batch_sampler
         if type(bs) is not BatchSampler or bs.sampler is not sampler:
             return None
-    return sampler._native_epoch()
+    if hasattr(sampler, "_native_epoch"):
+        return sampler._native_epoch()
+    return _sampling.native_epoch(sampler)
 
 
 def _eager(it):

@@ -34,8 +34,6 @@ import operator
 import os
 from typing import Any, Iterable, Iterator, Mapping
 
-import numpy as np
-
 from stoker import _native as N
 from stoker.io import NativeDataset, _check_choice, _feature_specs, _tar_decls
 
@@ -269,7 +267,8 @@ class StreamingSampler(_SamplerBase):
     def __iter__(self) -> Iterator[int]:
         # (Only a loader without workers iterates in Python: stoker.DataLoader's
         # workers take the native order from _native_epoch as it is.)
-        yield from np.asarray(self._native_epoch()).tolist()
+        from stoker._sampling import iterate
+        yield from iterate(self._native_epoch())
 
     def _native_epoch(self):
         """Begins the next epoch; this rank's order of it (an EpochOrder)."""

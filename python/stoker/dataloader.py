@@ -47,6 +47,11 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
     progress: show a live line while iterating (tqdm where installed) with
         batches/s, MB/s, the share of time the loop waits for data, the pool's
         shared memory and the process tree's PSS.
+    shuffle: as torch's (True: torch's RandomSampler order, drawn natively:
+        the same indices, no Python list of them, the first batch at once),
+        or "scalable": stoker.sampling.ScalableShuffleSampler, a shuffle in
+        memory that does not grow with the dataset, in an order of its own
+        (for 10^9 samples and more; docs/scaling.md).
     distributed: shard across the ranks of a job (rank and world size from
         torch.distributed or RANK / WORLD_SIZE): a map-style dataset in torch's
         DistributedSampler order (stoker.distributed.ShardedSampler) with
@@ -68,7 +73,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         them).  See docs/native_io.md.
     """
 
-    def __init__(self, dataset, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None,
+    def __init__(self, dataset, batch_size: Optional[int] = 1, shuffle: Optional[bool | str] = None,
                  sampler=None, batch_sampler=None, num_workers: int = 0, collate_fn=None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
@@ -83,6 +88,18 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         self.rank, self.world_size = rank_and_world_size() if distributed else (0, 1)
         from stoker.cache import streaming_source
         stream = streaming_source(dataset)
+        from stoker.sampling import ScalableShuffleSampler
+        if shuffle == "scalable":
+            if sampler is not None or batch_sampler is not None:
+                raise ValueError("shuffle='scalable' builds the sampler: pass no sampler or batch_sampler")
+            if stream is not None or isinstance(dataset, IterableDataset):
+                raise ValueError("shuffle='scalable' is for map-style datasets (a StreamingDataset shuffles its "
+                                 "shards: shuffle=True)")
+            if even_split not in ("pad", "drop"):
+                raise ValueError(f"even_split should be 'pad' or 'drop', but got {even_split!r}")
+            sampler = ScalableShuffleSampler(dataset, seed=seed, num_replicas=self.world_size, rank=self.rank,
+                                             drop_last=even_split == "drop")
+            shuffle = None
         if stream is not None and sampler is None and batch_sampler is None:
             # A streaming dataset's epochs come shard by shard, in its order.
             if even_split not in ("pad", "drop"):
@@ -90,7 +107,8 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             sampler = stream.sampler(shuffle=bool(shuffle), seed=seed, rank=self.rank, world_size=self.world_size,
                                      pad=even_split == "pad")
             shuffle = None
-        elif distributed and not isinstance(dataset, IterableDataset):
+        elif distributed and not isinstance(dataset, IterableDataset) and not \
+                isinstance(sampler, ScalableShuffleSampler):
             if sampler is not None or batch_sampler is not None:
                 raise ValueError("distributed=True builds the sampler: pass no sampler or batch_sampler "
                                  "(or pass your DistributedSampler without distributed=True)")

@@ -16,7 +16,8 @@ Result<bool> EpochSource::Next(TaskSpec* spec) {
   if (next_ >= batches_) return false;
   const uint64_t lo = next_ * per(), hi = std::min<uint64_t>(lo + per(), order_->size());
   spec->kind = bs_ ? TaskKind::kIndices : TaskKind::kIndex;
-  spec->payload.assign(reinterpret_cast<const char*>(order_->data() + lo), (hi - lo) * sizeof(int64_t));
+  spec->payload.resize((hi - lo) * sizeof(int64_t));
+  STOKER_RETURN_IF_ERROR(order_->Read(lo, hi - lo, reinterpret_cast<int64_t*>(spec->payload.data())));
   spec->token = next_ + 1;  // 0 means "no token"
   ++next_;
   return true;
@@ -25,7 +26,9 @@ Result<bool> EpochSource::Next(TaskSpec* spec) {
 std::vector<int64_t> EpochSource::BatchIndices(uint64_t token) const {
   if (token == 0 || token > batches_) return {};
   const uint64_t lo = (token - 1) * per(), hi = std::min<uint64_t>(lo + per(), order_->size());
-  return std::vector<int64_t>(order_->begin() + static_cast<int64_t>(lo), order_->begin() + static_cast<int64_t>(hi));
+  std::vector<int64_t> out(hi - lo);
+  if (!order_->Read(lo, hi - lo, out.data()).ok()) return {};
+  return out;
 }
 
 std::string EpochSource::Describe(uint64_t token) const {

@@ -17,17 +17,20 @@
 #include <string>
 #include <vector>
 
+#include "loader/index_order.h"
 #include "loader/scheduler.h"
 
 namespace stoker {
 
 class EpochSource : public IndexSource {
  public:
-  using Order = std::shared_ptr<const std::vector<int64_t>>;
+  using Order = std::shared_ptr<IndexOrder>;
   // batch_size 0: one sample per task, not collated (torch's batch_size=None).
+  // A batch's indices are read when it is sent: an order still being drawn
+  // (TorchRandperm) sends its first batches before it is complete.
   void Begin(Order order, uint64_t batch_size, bool drop_last);
   void Begin(std::vector<int64_t> order, uint64_t batch_size, bool drop_last) {
-    Begin(std::make_shared<const std::vector<int64_t>>(std::move(order)), batch_size, drop_last);
+    Begin(std::make_shared<VectorOrder>(std::move(order)), batch_size, drop_last);
   }
   uint64_t batches() const { return batches_; }
   uint64_t samples() const { return order_->size(); }
@@ -39,7 +42,7 @@ class EpochSource : public IndexSource {
 
  private:
   uint64_t per() const { return bs_ ? bs_ : 1; }
-  Order order_ = std::make_shared<const std::vector<int64_t>>();
+  Order order_ = std::make_shared<VectorOrder>(std::vector<int64_t>{});
   uint64_t bs_ = 1, batches_ = 0, next_ = 0;
 };
 

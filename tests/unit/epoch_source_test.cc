@@ -39,7 +39,7 @@ TEST(EpochSource, BatchesInOrderLastOnePartialOrDropped) {
 }
 
 TEST(EpochSource, BatchSizeZeroIsOneUncollatedSampleAndOrdersAreShared) {
-  auto order = std::make_shared<const std::vector<int64_t>>(std::vector<int64_t>{4, 2});
+  auto order = std::make_shared<VectorOrder>(std::vector<int64_t>{4, 2});
   EpochSource s;
   s.Begin(order, 0, false);
   TaskSpec t;

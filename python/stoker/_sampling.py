@@ -1,0 +1,146 @@
+"""Epoch orders made natively for the samplers whose order is known, so that
+no Python list of every index is built and the first batch goes out as soon
+as its indices are drawn:
+
+- torch's RandomSampler (shuffle=True; with or without a generator, without
+  replacement) and DistributedSampler (and stoker's ShardedSampler): exactly
+  the indices torch draws, from torch's own generator state
+  (loader/torch_randperm.h reproduces torch.randperm bit for bit);
+- stoker.sampling.ScalableShuffleSampler: a keyed permutation with no storage
+  (loader/feistel_order.h).
+
+native_epoch(sampler) begins the sampler's epoch as iterating it would (the
+same draws from torch's global generator) and returns an EpochOrder, or None
+for any other sampler (it is then iterated in Python, unchanged).
+"""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import numpy as np
+
+from stoker import _native as N
+
+# torch.Generator.get_state() of a CPU generator: CPUGeneratorImplState, whose
+# legacy part holds the Mersenne Twister: int64 seed, int32 left, int32
+# seeded, uint64 next, uint64 state[624], ...; then the normal caches.
+_STATE_BYTES = 5056
+_LEFT_AT, _NEXT_AT, _WORDS_AT, _WORDS = 8, 16, 24, 624
+
+# Generators a native randperm has not written its draws back into yet:
+# id -> (generator, order).  Settled before the generator is used again by
+# the loader (the next epoch), at the end of the epoch, and by settle_all().
+_pending: dict = {}
+
+
+def _mt_of(generator):
+    """(624 words as bytes, left, next) of a CPU torch.Generator, or None."""
+    if generator.device.type != "cpu":
+        return None
+    st = generator.get_state().numpy()
+    if st.size != _STATE_BYTES:
+        return None  # another layout: leave it to torch
+    left = int(st[_LEFT_AT:_LEFT_AT + 4].view(np.int32)[0])
+    nxt = int(st[_NEXT_AT:_NEXT_AT + 8].view(np.uint64)[0])
+    words = st[_WORDS_AT:_WORDS_AT + 8 * _WORDS].view(np.uint64).astype(np.uint32).tobytes()
+    return words, left, nxt
+
+
+def _set_mt(generator, words: bytes, left: int, nxt: int) -> None:
+    st = generator.get_state().clone()
+    a = st.numpy()
+    a[_LEFT_AT:_LEFT_AT + 4] = np.array([left], np.int32).view(np.uint8)
+    a[_NEXT_AT:_NEXT_AT + 8] = np.array([nxt], np.uint64).view(np.uint8)
+    a[_WORDS_AT:_WORDS_AT + 8 * _WORDS] = np.frombuffer(words, np.uint32).astype(np.uint64).view(np.uint8)
+    generator.set_state(st)
+
+
+def settle(generator, complete: bool = True) -> None:
+    """Writes into `generator` what torch's RandomSampler would have drawn
+    from it by the end of the epoch (complete: its permutation and the empty
+    one after it) or before it (an epoch left early: the permutation only),
+    waiting for the draw to end."""
+    entry = _pending.pop(id(generator), None)
+    if entry is not None:
+        g, order = entry
+        _set_mt(g, *order.final_generator_state(complete))
+
+
+def settle_all(complete: bool = True) -> None:
+    for key in list(_pending):
+        settle(_pending[key][0], complete)
+
+
+def _seed64(seed: int) -> int:
+    return int(seed) & 0xFFFF_FFFF_FFFF_FFFF  # manual_seed's wrap of a negative seed
+
+
+def native_epoch(sampler) -> Optional[object]:
+    """This epoch's order of `sampler` as an EpochOrder, begun now; None
+    where the sampler is not one whose order stoker makes."""
+    import torch
+    from torch.utils.data import DistributedSampler, RandomSampler
+
+    own = getattr(sampler, "_stoker_native_order", None)
+    if own is not None:
+        return own()
+    if type(sampler) is RandomSampler:
+        if sampler.replacement:
+            return None
+        n, k = len(sampler.data_source), sampler.num_samples
+        if n == 0 or k > n or n >= 1 << 32:
+            return None  # several permutations, or none: torch's own path
+        g = sampler.generator
+        if g is None:
+            # As RandomSampler does: a seed from torch's global generator.
+            seed = int(torch.empty((), dtype=torch.int64).random_().item())
+            return N.lib.torch_randperm(n, k, *_mt_of(_seeded(seed)), 0)
+        settle(g, complete=False)  # (an epoch left early; one that ended was settled then)
+        state = _mt_of(g)
+        if state is None:
+            return None
+        # With k == n, RandomSampler draws one more, empty, permutation at the
+        # end of the epoch: the generator ends where torch leaves it.
+        order = N.lib.torch_randperm(n, k, *state, 1 if k == n else 0)
+        _pending[id(g)] = (g, order)
+        return order
+    if isinstance(sampler, DistributedSampler) and (type(sampler) is DistributedSampler or
+                                                    getattr(sampler, "_stoker_sharded", False)):
+        if not sampler.shuffle:
+            return None
+        n = len(sampler.dataset)
+        if n == 0 or n >= 1 << 32:
+            return None
+        base = N.lib.torch_randperm_seeded(n, _seed64(sampler.seed + sampler.epoch))
+        return N.lib.strided_rank_order(base, sampler.total_size, sampler.rank, sampler.num_replicas)
+    return None
+
+
+def _seeded(seed: int):
+    """A CPU generator seeded as torch.Generator().manual_seed(seed)."""
+    import torch
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return g
+
+
+def iterate(order, chunk: int = 1 << 16) -> Iterator[int]:
+    """The indices of an EpochOrder as Python ints, a chunk at a time."""
+    n = len(order)
+    for pos in range(0, n, chunk):
+        yield from np.frombuffer(order.read(pos, chunk), dtype=np.int64).tolist()
+
+
+def batches(order, batch_size: Optional[int], drop_last: bool) -> Iterator:
+    """What torch's BatchSampler over the order yields: lists of batch_size
+    indices (the last shorter unless drop_last), or single indices
+    (batch_size None)."""
+    if batch_size is None:
+        yield from iterate(order)
+        settle_all()
+        return
+    n = len(order)
+    end = n - n % batch_size if drop_last else n
+    for pos in range(0, end, batch_size):
+        yield np.frombuffer(order.read(pos, min(batch_size, end - pos)), dtype=np.int64).tolist()
+    settle_all()  # the epoch is over: a generator it drew from as torch leaves it
