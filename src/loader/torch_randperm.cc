@@ -34,7 +34,15 @@ TorchRandperm::TorchRandperm(uint64_t n, uint64_t count, const TorchMT19937& gen
     : n_(n), count_(std::min(count, n)), extra_(extra_perms), gen_(gen) {
   bytes_ = std::max<size_t>(4096, n_ * sizeof(uint32_t));
   void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p != MAP_FAILED) words_ = static_cast<uint32_t*>(p);
+  if (p != MAP_FAILED) {
+    words_ = static_cast<uint32_t*>(p);
+    // No transparent huge pages: the draw touches the whole array at random
+    // from its first steps, and faulting in (and compacting memory for)
+    // every 2 MiB page at once held up the first batches for about a second
+    // on this project's VM; 4 KiB faults spread over the draw cost a few
+    // hundred ms in all at 10^8 (docs/benchmarks.md).
+    if (bytes_ >= (size_t{8} << 20)) madvise(p, bytes_, MADV_NOHUGEPAGE);
+  }
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "stoker-randperm");
     Run();
@@ -48,6 +56,10 @@ TorchRandperm::~TorchRandperm() {
 
 void TorchRandperm::Stop() {
   stop_ = true;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    cv_.notify_all();  // (a drawer waiting in Pace)
+  }
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> g(mu_);
   finished_ = true;
@@ -63,6 +75,16 @@ void TorchRandperm::Publish(uint64_t done) {
   }
 }
 
+void TorchRandperm::Pace(uint64_t done) {
+  if (all_wanted_.load(std::memory_order_acquire) || done < wanted_.load(std::memory_order_seq_cst) + kAhead) return;
+  std::unique_lock<std::mutex> l(mu_);
+  pacing_.store(true, std::memory_order_seq_cst);
+  cv_.wait(l, [&] {
+    return stop_.load() || all_wanted_.load() || done < wanted_.load(std::memory_order_seq_cst) + kAhead;
+  });
+  pacing_.store(false);
+}
+
 void TorchRandperm::Run() {
   if (!words_) return;
   constexpr uint64_t kPublishEvery = 1024;
@@ -76,6 +98,7 @@ void TorchRandperm::Run() {
       if ((i & (kPublishEvery - 1)) == 0) {
         if (stop_.load(std::memory_order_relaxed)) return;
         Publish(i + 1);
+        Pace(i + 1);
       }
     }
   } else {
@@ -108,6 +131,13 @@ Status TorchRandperm::Read(uint64_t pos, uint64_t n, int64_t* out) {
   if (pos + n > count_) return Status::InvalidArgument("order positions past its end");
   if (!words_) return Status::ResourceExhausted("no memory for a permutation of " + std::to_string(n_) + " samples");
   const uint64_t need = pos + n;
+  uint64_t w = wanted_.load();
+  while (need > w && !wanted_.compare_exchange_weak(w, need)) {
+  }
+  if (need > w && pacing_.load(std::memory_order_seq_cst)) {  // the drawer waits for reads to move on
+    std::lock_guard<std::mutex> g(mu_);
+    cv_.notify_all();
+  }
   if (done_.load(std::memory_order_acquire) < need) {
     waiters_.fetch_add(1, std::memory_order_seq_cst);
     std::unique_lock<std::mutex> l(mu_);
@@ -120,6 +150,11 @@ Status TorchRandperm::Read(uint64_t pos, uint64_t n, int64_t* out) {
 }
 
 TorchMT19937 TorchRandperm::final_state(bool with_extra) {
+  all_wanted_.store(true);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    cv_.notify_all();
+  }
   std::unique_lock<std::mutex> l(mu_);
   cv_.wait(l, [&] { return finished_; });
   return with_extra ? gen_ : after_order_;

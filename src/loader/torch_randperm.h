@@ -11,8 +11,10 @@
 // up it is the inside-out variant with random64() % (i + 1), whose positions
 // are final only at the end.
 //
-// A background thread draws the permutation; Read waits for the positions
-// it asks for.  The permutation is held as 32-bit words in anonymous memory
+// A background thread draws the permutation, at most kAhead positions past
+// the furthest one read (so an epoch's draw is spread over the epoch instead
+// of taking a core from the workers at its start); Read waits for the
+// positions it asks for.  The permutation is held as 32-bit words in anonymous memory
 // that is never written before it is touched (a word w != 0 holds w - 1,
 // 0 means "still its own index"), so nothing is filled up front.
 #ifndef STOKER_LOADER_TORCH_RANDPERM_H_
@@ -72,6 +74,8 @@ class TorchRandperm : public IndexOrder {
   TorchMT19937 final_state(bool with_extra = true);
   // Positions final so far.
   uint64_t drawn() const { return done_.load(std::memory_order_acquire); }
+  // How far past the furthest position read the drawing runs ahead.
+  static constexpr uint64_t kAhead = uint64_t{1} << 21;
   void Stop();
 
  private:
@@ -82,6 +86,9 @@ class TorchRandperm : public IndexOrder {
   }
   void Set(uint64_t k, uint64_t v) { words_[k] = static_cast<uint32_t>(v + 1); }
   void Publish(uint64_t done);
+  // The drawing thread, at position `done`: waits while it is kAhead past
+  // the furthest read (unless the whole draw is wanted).
+  void Pace(uint64_t done);
 
   uint64_t n_, count_;
   int extra_;
@@ -92,6 +99,9 @@ class TorchRandperm : public IndexOrder {
   std::atomic<uint64_t> done_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> waiters_{0};
+  std::atomic<uint64_t> wanted_{0};    // the furthest position read, plus one
+  std::atomic<bool> all_wanted_{false};  // final_state() waits: draw to the end
+  std::atomic<bool> pacing_{false};      // the drawing thread waits in Pace
   bool finished_ = false;  // (under mu_) the extra permutations too
   std::mutex mu_;
   std::condition_variable cv_;
