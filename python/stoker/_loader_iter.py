@@ -58,6 +58,14 @@ class _StokerIter(_BaseDataLoaderIter):
         # single-threaded.  A thread that waits for the lock waits without
         # the GIL, so the one inside keeps going (and timeout= holds).
         self._lock = threading.Lock()
+        # Generators this loader's native randperms drew from, not written back
+        # yet (_sampling.py); the loader's, so that an epoch left early is
+        # settled by the next iterator.
+        self._pending_generators = loader.__dict__.setdefault("_stoker_pending_generators",
+                                                                              _sampling.Pending())
+        # Before torch's __init__ draws this iterator's base seed from the
+        # loader's generator: an epoch left early has drawn its permutation.
+        _sampling.settle_all(self._pending_generators, complete=False)
         super().__init__(loader)
         loader._last_iter = weakref.ref(self)
         self._loader_ref = weakref.ref(loader)
@@ -223,17 +231,19 @@ class _StokerIter(_BaseDataLoaderIter):
         resume, loader._resume = getattr(loader, "_resume", None), None
         # What the last epoch's native order drew from a generator, written
         # back (an epoch left early) before anything reads or restores it.
-        _sampling.settle_all(complete=False)
+        _sampling.settle_all(self._pending_generators, complete=False)
         if resume is not None:
             _rng_restore(loader, resume["rng"])
         # The order of this epoch is drawn now, not at the first batch, so the
         # random state saved with it is the one that drew it.
         self._epoch_rng = _rng_snapshot(loader)
-        native_order = None if self._is_iterable else _native_order(loader, self._auto_collation)
+        native_order = None if self._is_iterable else _native_order(loader, self._auto_collation,
+                                                                     self._pending_generators)
         if native_order is None:
             self._sampler_iter = _eager(self._sampler_iter)
         elif not self._num_workers:  # batches of the native order, with no list of every index
-            self._sampler_iter = _sampling.batches(native_order, loader.batch_size, loader.drop_last)
+            self._sampler_iter = _sampling.batches(native_order, loader.batch_size, loader.drop_last,
+                                                   self._pending_generators)
         self._local_skip = set()
         self._delivered_local = 0
         if not first_iter:
@@ -331,7 +341,7 @@ class _StokerIter(_BaseDataLoaderIter):
             self._warn_flags(flags)
             return batch
         if code == N.PumpCode.END:
-            _sampling.settle_all()  # a generator the epoch's order drew from: as torch leaves it
+            _sampling.settle_all(self._pending_generators)  # a generator the epoch drew from: as torch leaves it
             if not self._persistent_workers:
                 self._shutdown_workers()
             raise StopIteration
@@ -615,7 +625,7 @@ def _native_source(loader, is_iterable):
     return ds._native
 
 
-def _native_order(loader, auto_collation):
+def _native_order(loader, auto_collation, pending: dict):
     """The epoch's order, begun now, where the sampler's order is made
     natively (a StreamingDataset's, torch's RandomSampler and
     DistributedSampler, stoker's ScalableShuffleSampler: _sampling.py) and
@@ -629,7 +639,7 @@ def _native_order(loader, auto_collation):
             return None
     if hasattr(sampler, "_native_epoch"):
         return sampler._native_epoch()
-    return _sampling.native_epoch(sampler)
+    return _sampling.native_epoch(sampler, pending)
 
 
 def _eager(it):

@@ -27,10 +27,20 @@ from stoker import _native as N
 _STATE_BYTES = 5056
 _LEFT_AT, _NEXT_AT, _WORDS_AT, _WORDS = 8, 16, 24, 624
 
-# Generators a native randperm has not written its draws back into yet:
-# id -> (generator, order).  Settled before the generator is used again by
-# the loader (the next epoch), at the end of the epoch, and by settle_all().
-_pending: dict = {}
+class Pending(dict):
+    """A loader's generators that its native randperms have not written
+    their draws back into yet: id -> (generator, order); settled at the end
+    of the epoch or before the loader uses them again.  A copy or a pickle of
+    the loader carries none (an order is this process's)."""
+
+    def __reduce__(self):
+        return Pending, ()
+
+    def __deepcopy__(self, memo):
+        return Pending()
+
+    def __copy__(self):
+        return Pending()
 
 
 def _mt_of(generator):
@@ -55,29 +65,30 @@ def _set_mt(generator, words: bytes, left: int, nxt: int) -> None:
     generator.set_state(st)
 
 
-def settle(generator, complete: bool = True) -> None:
+def settle(pending: dict, generator, complete: bool = True) -> None:
     """Writes into `generator` what torch's RandomSampler would have drawn
     from it by the end of the epoch (complete: its permutation and the empty
     one after it) or before it (an epoch left early: the permutation only),
     waiting for the draw to end."""
-    entry = _pending.pop(id(generator), None)
+    entry = pending.pop(id(generator), None)
     if entry is not None:
         g, order = entry
         _set_mt(g, *order.final_generator_state(complete))
 
 
-def settle_all(complete: bool = True) -> None:
-    for key in list(_pending):
-        settle(_pending[key][0], complete)
+def settle_all(pending: dict, complete: bool = True) -> None:
+    for key in list(pending):
+        settle(pending, pending[key][0], complete)
 
 
 def _seed64(seed: int) -> int:
     return int(seed) & 0xFFFF_FFFF_FFFF_FFFF  # manual_seed's wrap of a negative seed
 
 
-def native_epoch(sampler) -> Optional[object]:
+def native_epoch(sampler, pending: Optional[dict] = None) -> Optional[object]:
     """This epoch's order of `sampler` as an EpochOrder, begun now; None
-    where the sampler is not one whose order stoker makes."""
+    where the sampler is not one whose order stoker makes.  A RandomSampler
+    with a generator of its own needs `pending` (the caller settles it)."""
     import torch
     from torch.utils.data import DistributedSampler, RandomSampler
 
@@ -95,14 +106,16 @@ def native_epoch(sampler) -> Optional[object]:
             # As RandomSampler does: a seed from torch's global generator.
             seed = int(torch.empty((), dtype=torch.int64).random_().item())
             return N.lib.torch_randperm(n, k, *_mt_of(_seeded(seed)), 0)
-        settle(g, complete=False)  # (an epoch left early; one that ended was settled then)
+        if pending is None:
+            return None
+        settle(pending, g, complete=False)  # (an epoch left early; one that ended was settled then)
         state = _mt_of(g)
         if state is None:
             return None
         # With k == n, RandomSampler draws one more, empty, permutation at the
         # end of the epoch: the generator ends where torch leaves it.
         order = N.lib.torch_randperm(n, k, *state, 1 if k == n else 0)
-        _pending[id(g)] = (g, order)
+        pending[id(g)] = (g, order)
         return order
     if isinstance(sampler, DistributedSampler) and (type(sampler) is DistributedSampler or
                                                     getattr(sampler, "_stoker_sharded", False)):
@@ -131,16 +144,16 @@ def iterate(order, chunk: int = 1 << 16) -> Iterator[int]:
         yield from np.frombuffer(order.read(pos, chunk), dtype=np.int64).tolist()
 
 
-def batches(order, batch_size: Optional[int], drop_last: bool) -> Iterator:
+def batches(order, batch_size: Optional[int], drop_last: bool, pending: dict) -> Iterator:
     """What torch's BatchSampler over the order yields: lists of batch_size
     indices (the last shorter unless drop_last), or single indices
-    (batch_size None)."""
+    (batch_size None); at the end, `pending` settled."""
     if batch_size is None:
         yield from iterate(order)
-        settle_all()
+        settle_all(pending)
         return
     n = len(order)
     end = n - n % batch_size if drop_last else n
     for pos in range(0, end, batch_size):
         yield np.frombuffer(order.read(pos, min(batch_size, end - pos)), dtype=np.int64).tolist()
-    settle_all()  # the epoch is over: a generator it drew from as torch leaves it
+    settle_all(pending)  # the epoch is over: a generator it drew from as torch leaves it

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -55,6 +56,10 @@ TorchRandperm::~TorchRandperm() {
 }
 
 void TorchRandperm::Stop() {
+  if (getpid() != owner_) {  // a forked copy: the drawing thread does not exist here
+    if (thread_.joinable()) thread_.detach();
+    return;
+  }
   stop_ = true;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -86,7 +91,12 @@ void TorchRandperm::Pace(uint64_t done) {
 }
 
 void TorchRandperm::Run() {
-  if (!words_) return;
+  if (!words_) {  // (no memory: Read says so; final_state must not wait)
+    std::lock_guard<std::mutex> g(mu_);
+    finished_ = true;
+    cv_.notify_all();
+    return;
+  }
   constexpr uint64_t kPublishEvery = 1024;
   if (n_ < kTorchRandpermLargeN) {
     // Forward Fisher-Yates: position i is final after step i.

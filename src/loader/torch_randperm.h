@@ -20,6 +20,9 @@
 #ifndef STOKER_LOADER_TORCH_RANDPERM_H_
 #define STOKER_LOADER_TORCH_RANDPERM_H_
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -106,6 +109,7 @@ class TorchRandperm : public IndexOrder {
   std::mutex mu_;
   std::condition_variable cv_;
   std::thread thread_;
+  pid_t owner_ = getpid();
 };
 
 }  // namespace stoker

@@ -217,3 +217,16 @@ def test_scalable_shuffle_refuses_what_it_cannot_do():
         stoker.DataLoader(Stream(), shuffle="scalable")
     with pytest.raises(ValueError, match="rank 4 is not in"):
         ScalableShuffleSampler(10, num_replicas=4, rank=4)
+
+
+def test_an_epoch_left_early_leaves_the_generator_where_torch_does():
+    ds = Indices(400)
+    g_ref, g = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    ref_loader = torch.utils.data.DataLoader(ds, batch_size=10, shuffle=True, generator=g_ref)
+    loader = stoker.DataLoader(ds, batch_size=10, shuffle=True, generator=g, num_workers=2)
+    for _ in range(2):  # two epochs left after 3 batches, then a whole one
+        assert [b.tolist() for _, b in zip(range(3), loader)] == [b.tolist() for _, b in zip(range(3), ref_loader)]
+    import copy
+    copy.deepcopy(loader)  # (what is pending is this process's: a copy carries none)
+    assert [b.tolist() for b in loader] == [b.tolist() for b in ref_loader]
+    assert torch.equal(g.get_state(), g_ref.get_state())
