@@ -58,6 +58,9 @@ class ScalableShuffleSampler(torch.utils.data.Sampler[int]):
         if not self._explicit:
             self.epoch += 1
         self._explicit = False
+        return self._order(epoch)
+
+    def _order(self, epoch: int):
         order = N.lib.feistel_order(self.n, self.seed & 0xFFFF_FFFF_FFFF_FFFF, epoch)
         if self.num_replicas > 1:
             order = N.lib.strided_rank_order(order, self.total_size, self.rank, self.num_replicas)
@@ -65,11 +68,9 @@ class ScalableShuffleSampler(torch.utils.data.Sampler[int]):
 
     def index(self, position: int, epoch: Optional[int] = None) -> int:
         """The index at `position` of this rank's order in `epoch` (default:
-        the next pass's), without making the order."""
-        order = N.lib.feistel_order(self.n, self.seed & 0xFFFF_FFFF_FFFF_FFFF, self.epoch if epoch is None else epoch)
-        if self.num_replicas > 1:
-            order = N.lib.strided_rank_order(order, self.total_size, self.rank, self.num_replicas)
+        the next pass's), computed alone (O(1))."""
         import numpy as np
+        order = self._order(self.epoch if epoch is None else epoch)
         return int(np.frombuffer(order.read(position, 1), dtype=np.int64)[0])
 
     def __iter__(self) -> Iterator[int]:
