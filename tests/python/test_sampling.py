@@ -1,7 +1,6 @@
 """shuffle=True at any size: torch's RandomSampler and DistributedSampler
 orders drawn natively (the same indices, bit for bit, with no Python list),
 and the scalable shuffle (a keyed permutation in O(1) memory)."""
-import os
 import pickle
 
 import numpy as np
@@ -14,16 +13,7 @@ from stoker import _native as N
 from stoker import _sampling
 from stoker.sampling import ScalableShuffleSampler
 
-
-class Indices(torch.utils.data.Dataset):
-    def __init__(self, n):
-        self.n = n
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        return i
+from datasets import IndexDataset as Indices
 
 
 def native_randperm(n, generator):
