@@ -26,6 +26,8 @@ TEST(FileReader, EveryModeReadsTheSameBytes) {
   const std::string path = TempFile("reader.bin", data);
   for (const char* mode : {"pread", "mmap", "direct"}) {
     auto f = FileReader::Open(path, {ParseIoMode(mode).value(), false});
+    if (!f.ok() && std::string(mode) == "direct" && f.status().message().find("O_DIRECT") != std::string::npos)
+      continue;  // a temp directory on tmpfs: the clear error is the behaviour there
     ASSERT_TRUE(f.ok()) << mode << ": " << f.status().ToString();
     EXPECT_EQ(f.value().size(), data.size());
     for (auto [off, n] : std::vector<std::pair<uint64_t, uint64_t>>{{0, 10}, {4095, 2}, {1000, 300000}, {data.size() - 5, 5}}) {
