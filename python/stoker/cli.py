@@ -5,8 +5,19 @@ import argparse
 import sys
 
 
+def _version() -> str:
+    """The installed distribution's version (the package's own without one)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        return version("stoker")
+    except (ImportError, PackageNotFoundError):
+        import stoker
+        return stoker.__version__
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="stoker", description="stoker data-loading engine")
+    parser.add_argument("--version", action="version", version=f"stoker {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("bench", help="compare torch.utils.data.DataLoader and stoker.DataLoader side by side")
     b.add_argument("--workloads", default="abc", help="which workloads to run (letters of a, b, c; default abc)")
