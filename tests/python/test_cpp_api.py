@@ -60,6 +60,11 @@ def test_install_layout(prefix):
             for line in f:
                 if line.startswith('#include "'):
                     assert line.startswith('#include "stoker/'), (h, line)
+    # The exported targets name their dependencies, never this machine's paths
+    # (the package's config finds them where it is installed).
+    targets = open(os.path.join(prefix, "lib", "cmake", "stoker", "stokerTargets.cmake")).read()
+    links = [line for line in targets.splitlines() if "INTERFACE_LINK_LIBRARIES" in line]
+    assert links and not any("/" in line.split("INTERFACE_LINK_LIBRARIES", 1)[1] for line in links), links
 
 
 @pytest.mark.parametrize("mode", [[], ["--processes", "--workers", "3", "--batch", "7"]])
