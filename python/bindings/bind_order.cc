@@ -60,10 +60,10 @@ void BindOrder(py::module_& m) {
           auto r = std::make_shared<TorchRandperm>(n, count, GeneratorFrom(words, left, next), extra_perms);
           return EpochOrderHandle{r, r};
         }, "The first `count` of torch.randperm(n) from a generator state, drawn on a thread as they are read.");
-  m.def("torch_randperm_seeded", [](uint64_t n, uint64_t seed) {
-          auto r = std::make_shared<TorchRandperm>(n, n, TorchMT19937::Seeded(seed), 0);
+  m.def("torch_randperm_seeded", [](uint64_t n, uint64_t seed, uint64_t count) {
+          auto r = std::make_shared<TorchRandperm>(n, count, TorchMT19937::Seeded(seed), 0);
           return EpochOrderHandle{r, r};
-        }, "torch.randperm(n) from a generator seeded with `seed` (manual_seed).");
+        }, "The first `count` of torch.randperm(n) from a generator seeded with `seed` (manual_seed).");
   m.def("feistel_order", [](uint64_t n, uint64_t seed, uint64_t epoch) {
           return EpochOrderHandle{std::make_shared<FeistelOrder>(n, FeistelOrder::SeedFor(seed, epoch)), nullptr};
         }, "A keyed permutation of [0, n) from (seed, epoch), with no storage.");

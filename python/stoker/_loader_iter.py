@@ -28,8 +28,8 @@ from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 from stoker import _native as N
 from stoker import _reaper, _sampling
 from stoker._diagnose import OomWatch
-from stoker._worker import (_COLLATE, _INDICES, _ITER_BATCH, ArenaHandle, WorkerConfig, _default_collate_py,
-                            prepare_batch, publish_prepared, worker_main)
+from stoker._worker import (_COLLATE, _INDICES, _ITER_BATCH, _ITER_ITEM, ArenaHandle, WorkerConfig,
+                            _default_collate_py, prepare_batch, publish_prepared, worker_main)
 from stoker.errors import LoaderTimeout, WorkerCrashed, describe_exit, short_repr
 
 
@@ -561,7 +561,6 @@ class _StokerIter(_BaseDataLoaderIter):
 
 _AGAIN = object()  # _outcome: a worker was replaced; wait again
 _BATCH = int(N.PumpCode.BATCH)  # (compared on every batch: a plain int)
-_ITER_ITEM = int(N.TaskKind.ITER_ITEM)
 
 
 def _last_of_worker(wid: int, nw: int, delivered: int) -> Optional[int]:

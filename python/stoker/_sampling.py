@@ -105,7 +105,7 @@ def native_epoch(sampler, pending: Optional[dict] = None) -> Optional[object]:
         if g is None:
             # As RandomSampler does: a seed from torch's global generator.
             seed = int(torch.empty((), dtype=torch.int64).random_().item())
-            return N.lib.torch_randperm(n, k, *_mt_of(_seeded(seed)), 0)
+            return N.lib.torch_randperm_seeded(n, _seed64(seed), k)
         if pending is None:
             return None
         settle(pending, g, complete=False)  # (an epoch left early; one that ended was settled then)
@@ -124,17 +124,9 @@ def native_epoch(sampler, pending: Optional[dict] = None) -> Optional[object]:
         n = len(sampler.dataset)
         if n == 0 or n >= 1 << 32:
             return None
-        base = N.lib.torch_randperm_seeded(n, _seed64(sampler.seed + sampler.epoch))
+        base = N.lib.torch_randperm_seeded(n, _seed64(sampler.seed + sampler.epoch), n)
         return N.lib.strided_rank_order(base, sampler.total_size, sampler.rank, sampler.num_replicas)
     return None
-
-
-def _seeded(seed: int):
-    """A CPU generator seeded as torch.Generator().manual_seed(seed)."""
-    import torch
-    g = torch.Generator()
-    g.manual_seed(seed)
-    return g
 
 
 def iterate(order, chunk: int = 1 << 16) -> Iterator[int]:

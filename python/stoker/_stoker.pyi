@@ -601,9 +601,9 @@ def torch_randperm(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing
     """
     The first `count` of torch.randperm(n) from a generator state, drawn on a thread as they are read.
     """
-def torch_randperm_seeded(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex) -> EpochOrder:
+def torch_randperm_seeded(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex) -> EpochOrder:
     """
-    torch.randperm(n) from a generator seeded with `seed` (manual_seed).
+    The first `count` of torch.randperm(n) from a generator seeded with `seed` (manual_seed).
     """
 def write_file_atomically(arg0: str, arg1: bytes) -> None:
     ...

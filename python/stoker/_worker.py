@@ -26,7 +26,7 @@ _INDICES, _INDEX, _ITER_BATCH, _PICKLED_INDEX = (int(N.TaskKind.INDICES), int(N.
                                                  int(N.TaskKind.ITER_BATCH), int(N.TaskKind.PICKLED_INDEX))
 _COLLATE, _PRESERVE = int(N.PublishMode.COLLATE), int(N.PublishMode.PRESERVE)
 _FALLBACK, _CANCELLED = int(N.PublishOutcome.FALLBACK), int(N.PublishOutcome.CANCELLED)
-_RESUME = int(N.TaskMsg.RESUME)
+_RESUME, _ITER_ITEM = int(N.TaskMsg.RESUME), int(N.TaskKind.ITER_ITEM)
 
 
 

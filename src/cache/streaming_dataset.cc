@@ -21,10 +21,6 @@ namespace stoker {
 
 using namespace stream;  // (shard_epoch.h: Slot, Epoch and the slot states)
 
-double StreamingNow() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 std::string StreamingDataset::Impl::Describe() const {
   return std::string(o.mode == StreamingMode::kFull ? "streaming (full)" : "streaming (growing)") + " dataset " +
          o.remote + " cached in " + o.local;
@@ -259,7 +255,7 @@ StreamingStats StreamingDataset::stats() const {
   s.prefetches_dropped = m.prefetches_dropped;
   s.hit_rate = s.hits + s.downloads ? static_cast<double>(s.hits) / static_cast<double>(s.hits + s.downloads) : 0;
   s.bytes_downloaded = m.cache->bytes_downloaded() + m.stream_bytes;
-  s.fetch_seconds = m.busy_s + (m.downloading ? StreamingNow() - m.busy_since : 0);
+  s.fetch_seconds = m.busy_s + (m.downloading ? MonotonicNanos() * 1e-9 - m.busy_since : 0);
   s.fetch_bytes_per_s = s.fetch_seconds > 0 ? static_cast<double>(s.bytes_downloaded) / s.fetch_seconds : 0;
   s.shards_in_flight = static_cast<uint64_t>(m.downloading);
   s.bytes_in_flight = m.bytes_in_flight;

@@ -275,7 +275,7 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
     members.erase(std::unique(members.begin(), members.end()), members.end());
   } else {
     // The shards cached now, once there are min_shards of them.
-    const double deadline = o.wait_timeout_s > 0 ? StreamingNow() + o.wait_timeout_s : 0;
+    const double deadline = o.wait_timeout_s > 0 ? MonotonicNanos() * 1e-9 + o.wait_timeout_s : 0;
     const size_t need = std::min<size_t>(std::max<uint32_t>(1, o.min_shards), shards.size());
     for (;;) {
       l.unlock();  // (the listing waits for the cache's directory lock, which another process may hold a while)
@@ -292,7 +292,7 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
                                " shards an epoch waits for (min_shards) are cached";
       if (all_failed || consecutive_failures >= 2 * std::max<uint32_t>(1, o.fetchers))
         return Status::IOError(Describe() + ": " + have + ", and fetching fails: " + last_error, EIO);
-      if (deadline && StreamingNow() > deadline)
+      if (deadline && MonotonicNanos() * 1e-9 > deadline)
         return Status::Timeout(Describe() + ": " + have + " after " + std::to_string(o.wait_timeout_s) +
                                " s (wait_timeout_s); " +
                                (last_error.empty() ? "downloads are slow" : "the last fetch failed: " + last_error));

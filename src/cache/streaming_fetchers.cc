@@ -93,13 +93,13 @@ bool StreamingDataset::Impl::FirstWindowInLocked(Epoch& ep, uint32_t places) con
 void StreamingDataset::Impl::RefreshKnownCachedLocked(std::unique_lock<std::mutex>& l) {
   known_cached_busy = true;
   l.unlock();
-  const double t0 = StreamingNow();
+  const double t0 = MonotonicNanos() * 1e-9;
   std::vector<bool> now(shards.size());
   for (size_t i = 0; i < shards.size(); ++i) now[i] = cache->IsCached(shards[i]);
-  const double took = StreamingNow() - t0;
+  const double took = MonotonicNanos() * 1e-9 - t0;
   l.lock();
   known_cached.swap(now);
-  known_cached_next = StreamingNow() + std::max(1.0, 10 * took);
+  known_cached_next = MonotonicNanos() * 1e-9 + std::max(1.0, 10 * took);
   known_cached_busy = false;
 }
 
@@ -110,7 +110,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
   std::unique_lock<std::mutex> l(mu);
   double backoff = 0, full_wait = 0;
   while (!stop) {
-    if (o.mode == StreamingMode::kGrowing && !known_cached_busy && StreamingNow() >= known_cached_next) {
+    if (o.mode == StreamingMode::kGrowing && !known_cached_busy && MonotonicNanos() * 1e-9 >= known_cached_next) {
       RefreshKnownCachedLocked(l);
       continue;
     }
@@ -142,7 +142,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
         continue;
       }
     }
-    if (!cached && ++downloading == 1) busy_since = StreamingNow();
+    if (!cached && ++downloading == 1) busy_since = MonotonicNanos() * 1e-9;
     if (!cached) bytes_in_flight += info.size;
     l.unlock();
     Result<ShardCache::Pin> pin = Status::OK();
@@ -166,7 +166,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
     in_flight[job.shard] = false;
     if (!cached) {
       bytes_in_flight -= info.size;
-      if (--downloading == 0) busy_s += StreamingNow() - busy_since;
+      if (--downloading == 0) busy_s += MonotonicNanos() * 1e-9 - busy_since;
     }
     if (pin.ok()) {
       consecutive_failures = 0;

@@ -27,10 +27,9 @@
 #include "cache/stream_buffer_pool.h"
 #include "io/file_reader.h"
 #include "stoker/streaming.h"
+#include "sync/futex.h"  // MonotonicNanos
 
 namespace stoker {
-
-double StreamingNow();  // steady clock, seconds
 
 struct StreamingDataset::Impl {
   using Slot = stream::Slot;
@@ -69,7 +68,7 @@ struct StreamingDataset::Impl {
   // evicts meanwhile waits for the next look; one not marked is looked at
   // before it is fetched.
   std::vector<bool> known_cached;
-  double known_cached_next = 0;    // when to look again (StreamingNow())
+  double known_cached_next = 0;    // when to look again (MonotonicNanos() * 1e-9, seconds)
   bool known_cached_busy = false;  // a fetcher is looking
   std::vector<std::string> use_next;  // UseShards
   bool use_pending = false;

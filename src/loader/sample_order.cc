@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/mix.h"
+#include "loader/index_order.h"
 
 namespace stoker {
 
@@ -53,15 +54,16 @@ std::vector<int64_t> SampleOrder::GlobalByShards(const std::vector<std::pair<uin
 }
 
 std::vector<int64_t> SampleOrder::RankPart(std::vector<int64_t> all, RankSplit split) const {
+  const uint64_t w = std::max<uint32_t>(1, world_size), per = PerRank(all.size());
+  if (split == RankSplit::kStrided) {  // the padding and stride of StridedRankOrder, the one rule
+    StridedRankOrder part(std::make_shared<VectorOrder>(std::move(all)), per * w, rank, w);
+    std::vector<int64_t> mine(part.size());
+    (void)part.Read(0, mine.size(), mine.data());  // (a vector's positions are all final)
+    return mine;
+  }
   FitToRanks(&all);
-  const uint64_t w = std::max<uint32_t>(1, world_size), per = all.size() / w;
-  if (split == RankSplit::kContiguous)
-    return std::vector<int64_t>(all.begin() + static_cast<int64_t>(rank * per),
-                                all.begin() + static_cast<int64_t>((rank + 1) * per));
-  std::vector<int64_t> mine;
-  mine.reserve(per);
-  for (uint64_t i = rank; i < all.size(); i += w) mine.push_back(all[i]);
-  return mine;
+  return std::vector<int64_t>(all.begin() + static_cast<int64_t>(rank * per),
+                              all.begin() + static_cast<int64_t>((rank + 1) * per));
 }
 
 }  // namespace stoker
