@@ -636,8 +636,6 @@ def _native_order(loader, auto_collation, pending: dict):
         bs = loader.batch_sampler
         if type(bs) is not BatchSampler or bs.sampler is not sampler:
             return None
-    if hasattr(sampler, "_native_epoch"):
-        return sampler._native_epoch()
     return _sampling.native_epoch(sampler, pending)
 
 

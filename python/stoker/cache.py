@@ -266,11 +266,11 @@ class StreamingSampler(_SamplerBase):
 
     def __iter__(self) -> Iterator[int]:
         # (Only a loader without workers iterates in Python: stoker.DataLoader's
-        # workers take the native order from _native_epoch as it is.)
+        # workers take the native order from _stoker_native_order as it is.)
         from stoker._sampling import iterate
-        yield from iterate(self._native_epoch())
+        yield from iterate(self._stoker_native_order())
 
-    def _native_epoch(self):
+    def _stoker_native_order(self):
         """Begins the next epoch; this rank's order of it (an EpochOrder)."""
         epoch = self.epoch
         if not self._explicit:
