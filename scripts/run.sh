@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine (Debian 12, root or sudo-less root):
 #   bash scripts/run.sh bench   install, build, run `stoker bench`
-#   bash scripts/run.sh test    install, build, run every C++ and Python test
+#   bash scripts/run.sh test    install, build, run every C++ and Python test,
+#                               then torch's own DataLoader tests on stoker's loader
+#   bash scripts/run.sh torch-suite   only torch's DataLoader tests (tests/torch_suite)
 # Extra arguments after the verb go to `stoker bench` / pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,8 +43,9 @@ case "$verb" in
     ;;
   test)
     apt_deps libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev nginx
-    # The frameworks that rebuild loaders (tests/python/test_integrations.py).
-    python_env lightning accelerate
+    # The frameworks that rebuild loaders (tests/python/test_integrations.py);
+    # what torch's own test file imports (tests/torch_suite).
+    python_env lightning accelerate expecttest psutil
     echo "== C++ unit tests"
     cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON >/dev/null
     cmake --build build/tests
@@ -55,10 +58,16 @@ case "$verb" in
     bash scripts/fuzz.sh "${STOKER_FUZZ_SECONDS:-20}"
     echo "== Python tests"
     # The installed package is tested, not the source tree.
-    cd tests/python && exec "../../$PY" -m pytest -q -p no:cacheprovider "$@" .
+    (cd tests/python && "../../$PY" -m pytest -q -p no:cacheprovider "$@" .)
+    exec "$PY" tests/torch_suite/run.py
+    ;;
+  torch-suite)
+    apt_deps
+    python_env expecttest psutil
+    exec "$PY" tests/torch_suite/run.py "$@"
     ;;
   *)
-    echo "usage: bash scripts/run.sh bench|test [args]" >&2
+    echo "usage: bash scripts/run.sh bench|test|torch-suite [args]" >&2
     exit 2
     ;;
 esac

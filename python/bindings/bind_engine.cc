@@ -51,6 +51,7 @@ void BindEngine(py::module_& m) {
       .def("forget", &Engine::Forget)
       .def("shutdown", &Engine::Shutdown)
       .def("set_epoch", &Engine::SetEpoch)
+      .def("set_shared_seed", &Engine::SetSharedSeed)
       .def_static("check_max_memory", [](uint64_t max_memory) { Check(CheckMaxMemory(max_memory)); })
       .def_static("default_max_memory", &DefaultMaxMemory)
       .def("stats", [](Engine& e, bool process_memory) { return Steal(StatsDict(e, process_memory)); },

@@ -19,6 +19,7 @@ void BindWorker(py::module_& m) {
              return std::make_shared<WorkerPort>(std::shared_ptr<Arena>(e.shared_from_this(), &e.arena()), id); })
       .def_property_readonly("id", &WorkerPort::id)
       .def_property_readonly("epoch", &WorkerPort::epoch)
+      .def_property_readonly("shared_seed", &WorkerPort::shared_seed)
       .def("next_task", [](WorkerPort& p) { return Steal(NextTask(p)); })
       .def("publish", [](WorkerPort& p, uint32_t slot, py::handle obj, int mode, bool numpy_mode) {
              int r = PublishBatch(p, slot, obj.ptr(), static_cast<PublishMode>(mode), numpy_mode);

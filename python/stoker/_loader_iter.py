@@ -11,6 +11,7 @@ _rng_state.py, _reaper.py, _diagnose.py)."""
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import multiprocessing as python_multiprocessing
 import os
@@ -29,7 +30,7 @@ from stoker import _native as N
 from stoker import _reaper, _sampling
 from stoker._diagnose import OomWatch
 from stoker._worker import (_COLLATE, _INDICES, _ITER_BATCH, _ITER_ITEM, ArenaHandle, WorkerConfig,
-                            _default_collate_py, prepare_batch, publish_prepared, worker_main)
+                            _default_collate_py, prepare_batch, publish_prepared, shard_datapipe, worker_main)
 from stoker.errors import LoaderTimeout, WorkerCrashed, describe_exit, short_repr
 
 
@@ -83,6 +84,12 @@ class _StokerIter(_BaseDataLoaderIter):
                                  "batches to leave them out of: give a batch_size (batch_size=None yields "
                                  "single samples)")
         nw = self._num_workers
+        # A datapipe is sharded as torch shards it: between ranks here, or
+        # between every worker of every rank in the workers.
+        self._datapipe = isinstance(self._dataset, (torch.utils.data.IterDataPipe, torch.utils.data.MapDataPipe))
+        if self._datapipe and not nw:
+            from torch.utils.data.graph_settings import apply_sharding
+            apply_sharding(self._dataset, self._world_size, self._rank)
         self._prefetch = (loader.prefetch_factor or 2) * max(nw, 1)
         user_collate = loader._user_collate_fn
         if self._auto_collation:
@@ -150,6 +157,9 @@ class _StokerIter(_BaseDataLoaderIter):
     def _start_workers(self, loader):
         self._ctx = loader.multiprocessing_context or python_multiprocessing.get_context()
         self._worker_init_fn = loader.worker_init_fn
+        if self._datapipe:
+            self._worker_init_fn = functools.partial(shard_datapipe, loader.worker_init_fn, self._world_size,
+                                                     self._rank)
         for wid in range(self._num_workers):
             self._workers.append(None)
             self._oom_watch.append(None)
@@ -167,7 +177,8 @@ class _StokerIter(_BaseDataLoaderIter):
             base_seed=self._base_seed, worker_init_fn=self._worker_init_fn,
             numpy_mode=self._numpy, parent_pid=os.getpid(), rank=self._rank, world_size=self._world_size,
             skip_items=self._iter_skip[wid] if wid < len(self._iter_skip) else 0,
-            rng_board=self._rng_board, rng_state=rng_state, rng_on_board=replacement and rng_state is not None)
+            rng_board=self._rng_board, rng_state=rng_state, rng_on_board=replacement and rng_state is not None,
+            shared_seed=self._shared_seed)
         w = self._ctx.Process(target=worker_main, args=(cfg,), daemon=True, name=f"stoker-worker-{wid}")
         try:
             w.start()
@@ -227,7 +238,10 @@ class _StokerIter(_BaseDataLoaderIter):
             self._reset_locked(loader, first_iter)
 
     def _reset_locked(self, loader, first_iter):
-        super()._reset(loader, first_iter)
+        if self._num_workers or not first_iter:
+            # (torch's iterator without workers is not reset when it starts: a
+            # datapipe's shared seed is drawn once, in __init__)
+            super()._reset(loader, first_iter)
         resume, loader._resume = getattr(loader, "_resume", None), None
         # What the last epoch's native order drew from a generator, written
         # back (an epoch left early) before anything reads or restores it.
@@ -249,6 +263,8 @@ class _StokerIter(_BaseDataLoaderIter):
         if not first_iter:
             self._iter_base = []  # a resumed epoch's counts belong to that epoch only
         if self._num_workers:
+            if self._shared_seed is not None:  # an IterDataPipe's, for the workers' resume (torch draws one per epoch)
+                self._engine.set_shared_seed(self._shared_seed & (2 ** 64 - 1))
             if native_order is not None:  # no Python per sample: the order goes to the scheduler as it is
                 self._pump.reset_order(native_order, loader.batch_size or 0, loader.drop_last, not first_iter)
             else:

@@ -75,6 +75,7 @@ class WorkerConfig:
     rng_board: Any = None  # map-style: stoker._rng_state.RngBoard, where the worker records its random state
     rng_state: Optional[bytes] = None  # a replacement or resumed worker starts from this state
     rng_on_board: bool = False  # rng_state was read from rng_board (a replacement)
+    shared_seed: Optional[int] = None  # an IterDataPipe's: the seed its random operations share (as torch's)
 
 
 def _seed_like_torch(cfg: WorkerConfig):
@@ -98,6 +99,29 @@ def _seed_like_torch(cfg: WorkerConfig):
         np.random.seed(seed % (2 ** 32))
     from stoker import _worker_info
     _worker_info.set(cfg.worker_id, cfg.num_workers, seed, cfg.dataset, cfg.rank, cfg.world_size)
+
+
+def _seed_datapipe(cfg: WorkerConfig, seed: Optional[int]):
+    """An IterDataPipe's random operations (shuffle) take the seed that every
+    worker shares for this iteration, as in torch's workers."""
+    if seed is None or not N.HAVE_TORCH:
+        return
+    from torch.utils.data import IterDataPipe
+    if isinstance(cfg.dataset, IterDataPipe):
+        import torch
+        from torch.utils.data.graph_settings import apply_random_seed
+        cfg.dataset = apply_random_seed(cfg.dataset, torch.Generator().manual_seed(seed))
+
+
+def shard_datapipe(worker_init_fn, world_size: int, rank: int, worker_id: int):
+    """A datapipe's worker_init_fn, as torch wraps it: each worker of each
+    rank reads its own shard (ranks first, then the workers within one)."""
+    from torch.utils.data import get_worker_info
+    from torch.utils.data.graph_settings import apply_sharding
+    info = get_worker_info()
+    apply_sharding(info.dataset, info.num_workers * world_size, worker_id * world_size + rank)
+    if worker_init_fn is not None:
+        worker_init_fn(worker_id)
 
 
 class _Fetcher:
@@ -230,6 +254,7 @@ def worker_main(cfg: WorkerConfig):
     # back and gets these, so nothing is read, collated or drawn twice.
     stash = {}
     try:
+        _seed_datapipe(cfg, cfg.shared_seed)
         _seed_like_torch(cfg)
         if cfg.worker_init_fn is not None:
             cfg.worker_init_fn(cfg.worker_id)
@@ -258,6 +283,7 @@ def worker_main(cfg: WorkerConfig):
                 iteration_end = False
                 if started:  # a new epoch gets a new iterator; a failed init stays failed
                     try:
+                        _seed_datapipe(cfg, port.shared_seed if cfg.shared_seed is not None else None)
                         epoch.follow()
                         fetcher = _Fetcher(cfg)
                         init_error, init_reported = None, False

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 

@@ -187,6 +187,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // The epoch workers see (WorkerPort::epoch) from their next task on: the
   // store is published by the ring push that hands them that task.
   void SetEpoch(int64_t epoch) { arena_->control()->epoch.store(epoch, std::memory_order_release); }
+  // The seed all workers share for the next iteration (WorkerPort::shared_seed),
+  // published to each by the resume message that starts that iteration.
+  void SetSharedSeed(uint64_t seed) { arena_->control()->shared_seed.store(seed, std::memory_order_release); }
   // Closes every ring, sets the shutdown flag and wakes every waiter.
   void Shutdown();
   bool shut_down() const { return shutdown_; }

@@ -47,6 +47,8 @@ class WorkerPort {
   uint32_t id() const { return id_; }
   // The loader's epoch (Engine::SetEpoch), -1 until set.
   int64_t epoch() const { return arena_->control()->epoch.load(std::memory_order_acquire); }
+  // The iteration's shared seed (Engine::SetSharedSeed), read after a resume.
+  uint64_t shared_seed() const { return arena_->control()->shared_seed.load(std::memory_order_acquire); }
   Arena& arena() { return *arena_; }
 
  private:

@@ -27,7 +27,7 @@
 namespace stoker {
 
 inline constexpr uint64_t kArenaMagic = 0x314B524F4B4F5453ull;  // "STOKORK1"
-inline constexpr uint32_t kArenaVersion = 3;
+inline constexpr uint32_t kArenaVersion = 4;
 inline constexpr uint64_t kPageSize = 4096;
 
 struct ControlBlock {
@@ -45,6 +45,7 @@ struct ControlBlock {
   alignas(64) DoorbellLayout done_bell;   // main process waits here
   alignas(64) std::atomic<uint32_t> shutdown;  // 1: every worker should exit
   std::atomic<int64_t> epoch;                  // set_epoch(); -1 until set
+  std::atomic<uint64_t> shared_seed;           // the iteration's seed every worker shares (a datapipe's shuffle)
 };
 
 // What a worker is doing, for stats and crash reports.

@@ -224,3 +224,25 @@ def test_a_class_that_cannot_be_pickled_is_fine_without_workers():
         assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
     with pytest.raises(AttributeError, match="no_such"):  # other AttributeErrors are the dataset's own
         list(stoker.DataLoader(Local(), batch_size=4, collate_fn=lambda s: s.no_such))
+
+
+@pytest.mark.parametrize("num_workers,persistent", [(0, False), (1, True), (2, False), (2, True)])
+def test_datapipe_shuffle_and_sharding_match_torch(num_workers, persistent):
+    # torch seeds a datapipe's shuffle with one seed per epoch that every
+    # worker shares (persistent workers get each epoch's with the resume) and
+    # shards it between workers: the same items in the same order, epoch after
+    # epoch, and the global random state left as torch leaves it.
+    import torch.utils.data.datapipes as dp
+
+    def epochs(cls):
+        pipe = dp.iter.IterableWrapper(range(60)).shuffle(buffer_size=7).sharding_filter()
+        loader = cls(pipe, batch_size=4, shuffle=True, num_workers=num_workers, persistent_workers=persistent)
+        torch.manual_seed(5)
+        out = [[b.tolist() for b in loader] for _ in range(3)]
+        return out, torch.rand(1).item()
+
+    (t, t_after), (s, s_after) = epochs(TorchLoader), epochs(stoker.DataLoader)
+    assert s == t
+    assert s_after == t_after
+    assert sorted(sum(s[0], [])) == list(range(60))
+    assert s[0] != s[1]  # each epoch shuffles anew

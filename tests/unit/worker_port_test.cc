@@ -58,6 +58,22 @@ TEST(WorkerPort, TakesATaskWritesTheBatchAndPublishesIt) {
   e->Release(slot);
 }
 
+TEST(WorkerPort, AResumeCarriesTheGenerationAndTheSharedSeedOfTheNextIteration) {
+  testing::Watchdog dog(std::chrono::seconds(30), "WorkerPort.Resume");
+  auto e = MakeEngine();
+  WorkerPort port(std::shared_ptr<Arena>(e, &e->arena()), 0);
+  EXPECT_EQ(port.epoch(), -1);
+  e->SetEpoch(3);
+  e->SetSharedSeed(0xfeedfacecafebeefull);
+  ASSERT_TRUE(e->SendResume(0, 5).ok());
+  Task t;
+  ASSERT_TRUE(port.Next(&t, 1'000'000'000).ok());
+  EXPECT_EQ(t.msg, TaskMsg::kResume);
+  EXPECT_EQ(t.generation, 5u);
+  EXPECT_EQ(port.shared_seed(), 0xfeedfacecafebeefull);
+  EXPECT_EQ(port.epoch(), 3);
+}
+
 TEST(WorkerPort, ABiggerBatchAsksTheMainProcessForRoom) {
   testing::Watchdog dog(std::chrono::seconds(30), "WorkerPort.Bigger");
   auto e = MakeEngine();
