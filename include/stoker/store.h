@@ -5,6 +5,11 @@
 //                                          requests, one kept-alive
 //                                          connection per Store, retries
 //                                          with exponential backoff, timeouts
+//   s3://bucket/prefix                     S3 or an S3-compatible store:
+//                                          the same over HTTP(S), each
+//                                          request signed (AWS SigV4, by
+//                                          libcurl), credentials found as
+//                                          the AWS SDKs find them (S3Options)
 // A Store is used by one thread at a time (give each fetcher its own).
 #ifndef STOKER_STORE_H_
 #define STOKER_STORE_H_
@@ -12,10 +17,41 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "stoker/status.h"
 
 namespace stoker {
+
+// s3:// stores.  Each empty field is found as the AWS SDKs find it:
+//   credentials  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN;
+//                else the profile's in the shared credentials file
+//                (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials),
+//                else the profile's in the config file; none at all: requests
+//                go unsigned (public buckets)
+//   profile      AWS_PROFILE, else "default"
+//   region       AWS_REGION, AWS_DEFAULT_REGION, the profile's `region` in
+//                the config file (AWS_CONFIG_FILE, default ~/.aws/config),
+//                else us-east-1
+//   endpoint     AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's
+//                `endpoint_url`; none: AWS itself
+// An endpoint (an S3-compatible server: MinIO, SeaweedFS, Ceph, R2...) is
+// addressed path-style (endpoint/bucket/key); AWS virtual-hosted
+// (https://bucket.s3.region.amazonaws.com/key).
+struct S3Options {
+  std::string region;
+  std::string endpoint;        // e.g. http://127.0.0.1:8333
+  std::string profile;
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;
+};
+
+// An object directly under a store's root (Store::List).
+struct StoreObject {
+  std::string name;
+  uint64_t size = 0;
+};
 
 struct StoreOptions {
   int attempts = 5;               // tries per request before the error
@@ -27,6 +63,7 @@ struct StoreOptions {
   // into the caller's memory rather than through libcurl's buffer (one copy
   // less); false: always libcurl's path.
   bool receive_in_place = true;
+  S3Options s3;                   // s3:// only
 };
 
 class Store {
@@ -51,8 +88,13 @@ class Store {
   // was written (no second pass).
   virtual Status Download(const std::string& name, int fd, uint64_t expected_size, uint64_t* bytes,
                           uint32_t* crc32c = nullptr) = 0;
-  // The whole of `name` (an index file).
+  // The whole of `name` (an index file).  NotFound when there is no such
+  // object (S3; a directory's ENOENT and HTTP's 404 are IOError and
+  // InvalidArgument).
   virtual Result<std::string> ReadAll(const std::string& name) = 0;
+  // The objects directly under the store's root, by name (S3: every page of
+  // ListObjectsV2).  InvalidArgument where the store cannot list (HTTP).
+  virtual Result<std::vector<StoreObject>> List();
   // Counters: requests made and retried, bytes received.
   uint64_t requests() const { return requests_; }
   uint64_t retries() const { return retries_; }

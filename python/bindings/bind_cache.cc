@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <map>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -72,17 +73,41 @@ py::dict StatsDict(const StreamingStats& s) {
   return d;
 }
 
+// An s3:// store's options, by boto3's names (stoker.cache checks the keys).
+S3Options S3FromMap(const std::map<std::string, std::string>& m) {
+  S3Options o;
+  for (const auto& [k, v] : m) {
+    if (k == "region_name") o.region = v;
+    else if (k == "endpoint_url") o.endpoint = v;
+    else if (k == "profile_name") o.profile = v;
+    else if (k == "aws_access_key_id") o.access_key_id = v;
+    else if (k == "aws_secret_access_key") o.secret_access_key = v;
+    else if (k == "aws_session_token") o.session_token = v;
+    else Throw(Status::InvalidArgument("storage_options: unknown key '" + k + "'"));
+  }
+  return o;
+}
+
 }  // namespace
 
 void BindCache(py::module_& m) {
   py::class_<Store>(m, "Store")
       .def(py::init([](const std::string& url, int attempts, double backoff_s, double max_backoff_s,
-                       double connect_timeout_s, double stall_timeout_s, bool receive_in_place) {
-             StoreOptions o{attempts, backoff_s, max_backoff_s, connect_timeout_s, stall_timeout_s, receive_in_place};
+                       double connect_timeout_s, double stall_timeout_s, bool receive_in_place,
+                       const std::map<std::string, std::string>& storage_options) {
+             StoreOptions o{attempts, backoff_s, max_backoff_s, connect_timeout_s, stall_timeout_s, receive_in_place,
+                            S3FromMap(storage_options)};
              return Check(Store::Open(url, o)).release();
            }),
            py::arg("url"), py::arg("attempts") = 5, py::arg("backoff_s") = 0.1, py::arg("max_backoff_s") = 5.0,
-           py::arg("connect_timeout_s") = 10.0, py::arg("stall_timeout_s") = 30.0, py::arg("receive_in_place") = true)
+           py::arg("connect_timeout_s") = 10.0, py::arg("stall_timeout_s") = 30.0, py::arg("receive_in_place") = true,
+           py::arg("storage_options") = std::map<std::string, std::string>{})
+      // [(name, size)] of the objects directly under the store's root (S3).
+      .def("list", [](Store& s) {
+             Result<std::vector<StoreObject>> r = [&] { py::gil_scoped_release nogil; return s.List(); }();
+             py::list out;
+             for (const StoreObject& o : Check(std::move(r))) out.append(py::make_tuple(o.name, o.size));
+             return out; })
       .def_property_readonly("url", &Store::url)
       .def("locate", &Store::Locate)
       .def("size", [](Store& s, const std::string& name) {
@@ -209,7 +234,9 @@ void BindCache(py::module_& m) {
       .def_property("connect_timeout_s", [](const StreamingOptions& o) { return o.store.connect_timeout_s; },
                     [](StreamingOptions& o, double v) { o.store.connect_timeout_s = v; })
       .def_property("stall_timeout_s", [](const StreamingOptions& o) { return o.store.stall_timeout_s; },
-                    [](StreamingOptions& o, double v) { o.store.stall_timeout_s = v; });
+                    [](StreamingOptions& o, double v) { o.store.stall_timeout_s = v; })
+      .def_property("storage_options", nullptr, [](StreamingOptions& o, const std::map<std::string, std::string>& m) {
+                      o.store.s3 = S3FromMap(m); });
 
   py::class_<StreamingDataset, NativeDataset, std::shared_ptr<StreamingDataset>>(m, "StreamingDataset")
       .def_static("open", [](const StreamingOptions& o) {

@@ -18,6 +18,7 @@ inline PyObject* SetError(const Status& s) {
     case Status::Code::kIOError: type = PyExc_OSError; break;
     case Status::Code::kResourceExhausted: type = PyExc_MemoryError; break;
     case Status::Code::kTimeout: type = PyExc_TimeoutError; break;
+    case Status::Code::kNotFound: type = PyExc_FileNotFoundError; break;
     default: break;
   }
   PyErr_SetString(type, ("stoker: " + s.message()).c_str());

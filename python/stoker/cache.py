@@ -42,7 +42,42 @@ try:
 except ImportError:  # pragma: no cover - numpy-only use
     _SamplerBase = object
 
-Store = N.lib.Store
+_S3_KEYS = ("endpoint_url", "region_name", "profile_name", "aws_access_key_id", "aws_secret_access_key",
+            "aws_session_token")
+
+
+def _storage_options(options: Mapping[str, str] | None, where: str) -> dict:
+    """An s3:// store's options, by boto3's names; each one left out is found
+    as the AWS SDKs find it (the environment, ~/.aws/credentials, ~/.aws/config)."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise TypeError(f"{where}: storage_options should be a dict, got {type(options).__name__}")
+    out = {}
+    for k, v in options.items():
+        if k not in _S3_KEYS:
+            raise ValueError(f"{where}: storage_options has no key {k!r}; the keys are {', '.join(_S3_KEYS)}")
+        if v is not None:
+            if not isinstance(v, str):
+                raise TypeError(f"{where}: storage_options[{k!r}] should be a str, got {type(v).__name__}")
+            out[k] = v
+    return out
+
+
+class Store(N.lib.Store):
+    """Store(url, attempts=5, backoff_s=0.1, max_backoff_s=5.0,
+    connect_timeout_s=10.0, stall_timeout_s=30.0, receive_in_place=True,
+    storage_options=None): one store by URL: a directory (or file://...),
+    http(s)://..., or s3://bucket/prefix (storage_options: endpoint_url,
+    region_name, profile_name, aws_access_key_id, aws_secret_access_key,
+    aws_session_token, as boto3 names them).  Methods: size(name), read(name,
+    offset, n), read_all(name), download(name, path), list() (s3: the
+    objects under the prefix, [(name, size)])."""
+
+    def __init__(self, url: str | os.PathLike, *args, storage_options: Mapping[str, str] | None = None, **kw):
+        super().__init__(os.fspath(url), *args, storage_options=_storage_options(storage_options, "Store"), **kw)
+
+
 # ShardCache(dir, max_bytes): whole shards from a Store in a local directory
 # under a byte budget, shared safely by threads and processes; fetch(store,
 # name, size, crc32c=None) -> a pin (path; not evicted until release()).
@@ -103,9 +138,14 @@ class StreamingDataset(NativeDataset):
     stream_buffers=0, shuffle_window=4, min_shards=1,
     fetch_seed=0, wait_timeout=None, on_error="raise", attempts=5,
     backoff_s=0.1, max_backoff_s=5.0, connect_timeout_s=10.0,
-    stall_timeout_s=30.0)
+    stall_timeout_s=30.0, storage_options=None)
 
-    remote: the store (a directory, file://..., http(s)://...).  local: the
+    remote: the store (a directory, file://..., http(s)://..., or
+    s3://bucket/prefix: S3 or an S3-compatible server; storage_options=
+    {endpoint_url, region_name, profile_name, aws_access_key_id,
+    aws_secret_access_key, aws_session_token} as boto3 names them, each one
+    left out found as the AWS SDKs find it; without an index file under the
+    prefix the shards are the objects of the dataset's format there).  local: the
     cache directory, the cache's own (every file in it counts and may be
     evicted: a directory holding anything but the dataset's shards that is
     not a cache yet is refused).  max_bytes: its budget (complete and
@@ -137,7 +177,7 @@ class StreamingDataset(NativeDataset):
                  shuffle_window: int = 4, min_shards: int = 1, fetch_seed: int = 0,
                  wait_timeout: float | None = None, on_error: str = "raise", attempts: int = 5,
                  backoff_s: float = 0.1, max_backoff_s: float = 5.0, connect_timeout_s: float = 10.0,
-                 stall_timeout_s: float = 30.0):
+                 stall_timeout_s: float = 30.0, storage_options: Mapping[str, str] | None = None):
         _check_choice("mode", mode, ("growing", "full"))
         _check_choice("eviction", eviction, ("oldest", "lru"))
         _check_choice("on_error", on_error, ("raise", "skip"))
@@ -169,6 +209,7 @@ class StreamingDataset(NativeDataset):
         o.wait_timeout_s = float(wait_timeout or 0)
         o.attempts, o.backoff_s, o.max_backoff_s = int(attempts), float(backoff_s), float(max_backoff_s)
         o.connect_timeout_s, o.stall_timeout_s = float(connect_timeout_s), float(stall_timeout_s)
+        o.storage_options = _storage_options(storage_options, "StreamingDataset")
         self._native = N.lib.StreamingDataset.open(o)
 
     def __repr__(self):

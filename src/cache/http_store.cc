@@ -17,20 +17,14 @@
 
 namespace stoker {
 
-struct HttpStore::Response {
-  CURLcode code = CURLE_OK;
-  long status = 0;
-  std::string error;        // curl's message
-  uint64_t total = 0;       // the object's size (Content-Range total, or Content-Length of a 200)
-  bool has_total = false;
-  bool local_error = false; // the sink refused (e.g. a write failed)
-};
-
 namespace {
+
+constexpr size_t kMaxErrorBody = 64 << 10;
 
 struct Sink {
   const std::function<bool(const char*, size_t)>* fn;
   CURL* curl;
+  std::string* error_body;
   bool failed = false;
 };
 
@@ -38,7 +32,10 @@ size_t WriteCb(char* p, size_t size, size_t n, void* user) {
   auto* s = static_cast<Sink*>(user);
   long status = 0;
   curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
-  if (status < 200 || status >= 300) return size * n;  // an error page is not the object's bytes
+  if (status < 200 || status >= 300) {  // an error page is not the object's bytes: kept to name the error
+    s->error_body->append(p, std::min(size * n, kMaxErrorBody - std::min(kMaxErrorBody, s->error_body->size())));
+    return size * n;
+  }
   if (!(*s->fn)(p, size * n)) {
     s->failed = true;
     return 0;
@@ -57,25 +54,17 @@ size_t HeaderCb(char* p, size_t size, size_t n, void* user) {
       r->has_total = true;
     }
   }
+  // Retry-After: 3 (seconds; an HTTP date is not used by S3)
+  if (line.size() > 12 && strncasecmp(line.c_str(), "retry-after:", 12) == 0) {
+    char* end = nullptr;
+    const double v = std::strtod(line.c_str() + 12, &end);
+    if (end != line.c_str() + 12 && v >= 0) r->retry_after_s = std::min(v, 600.0);
+  }
   return size * n;
 }
 
-bool Transient(const HttpStore::Response& r) {
-  if (r.local_error) return false;
-  if (r.code != CURLE_OK) {
-    switch (r.code) {
-      case CURLE_URL_MALFORMAT: case CURLE_UNSUPPORTED_PROTOCOL: case CURLE_SSL_CACERT_BADFILE:
-      case CURLE_PEER_FAILED_VERIFICATION: case CURLE_WRITE_ERROR:
-        return false;
-      default:
-        return true;  // connect, resolve, timeout, partial file, recv/send errors...
-    }
-  }
-  return r.status == 408 || r.status == 429 || r.status >= 500;
-}
-
 std::string Describe(const HttpStore::Response& r) {
-  if (r.code != CURLE_OK) return r.error + " (curl error " + std::to_string(static_cast<int>(r.code)) + ")";
+  if (r.code != CURLE_OK) return r.error + " (curl error " + std::to_string(r.code) + ")";
   return "HTTP " + std::to_string(r.status);
 }
 
@@ -86,13 +75,30 @@ void GlobalInit() {
 
 }  // namespace
 
-Result<std::unique_ptr<HttpStore>> HttpStore::Create(const std::string& url, const StoreOptions& options) {
+bool HttpStore::Transient(const Response& r) {
+  if (r.local_error) return false;
+  if (r.code != CURLE_OK) {
+    switch (static_cast<CURLcode>(r.code)) {
+      case CURLE_URL_MALFORMAT: case CURLE_UNSUPPORTED_PROTOCOL: case CURLE_SSL_CACERT_BADFILE:
+      case CURLE_PEER_FAILED_VERIFICATION: case CURLE_WRITE_ERROR:
+        return false;
+      default:
+        return true;  // connect, resolve, timeout, partial file, recv/send errors...
+    }
+  }
+  return r.status == 408 || r.status == 429 || r.status >= 500;
+}
+
+Status HttpStore::Failure(const Response& r, const std::string& url) {
+  if (r.code == CURLE_OK && r.status == 404)
+    return Status::InvalidArgument(url + ": no such object on the store (HTTP 404)");
+  return Status::IOError(Describe(r), EIO);
+}
+
+HttpStore::HttpStore(std::string url, std::string base, const StoreOptions& o, bool in_place)
+    : Store(std::move(url)), base_(std::move(base)), o_(o) {
   GlobalInit();
-  std::string base = url;
-  while (!base.empty() && base.back() == '/') base.pop_back();
-  std::unique_ptr<HttpStore> s(new HttpStore(url, base, options));
-  s->curl_ = curl_easy_init();
-  if (!s->curl_) return Status::Internal("curl_easy_init failed");
+  curl_ = curl_easy_init();
   // A proxy from the environment is libcurl's business (its request line and
   // CONNECT differ); so is TLS, whose bytes are decrypted into a buffer anyway.
   bool proxied = false;
@@ -100,8 +106,15 @@ Result<std::unique_ptr<HttpStore>> HttpStore::Create(const std::string& url, con
     const char* e = std::getenv(v);
     proxied = proxied || (e && *e);
   }
-  if (options.receive_in_place && !proxied && base.compare(0, 7, "http://") == 0)
-    s->in_place_ = std::make_unique<HttpRangeGet>(options);
+  if (in_place && o.receive_in_place && !proxied && base_.compare(0, 7, "http://") == 0)
+    in_place_ = std::make_unique<HttpRangeGet>(o);
+}
+
+Result<std::unique_ptr<HttpStore>> HttpStore::Create(const std::string& url, const StoreOptions& options) {
+  std::string base = url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  std::unique_ptr<HttpStore> s(new HttpStore(url, base, options, /*in_place=*/true));
+  if (!s->curl_) return Status::Internal("curl_easy_init failed");
   return s;
 }
 
@@ -114,7 +127,7 @@ HttpStore::Response HttpStore::Perform(const std::string& url, bool head, const 
   CURL* c = static_cast<CURL*>(curl_);
   curl_easy_reset(c);  // options only: the connection cache stays
   Response r;
-  Sink s{&sink, c};
+  Sink s{&sink, c, &r.body};
   char err[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -133,11 +146,16 @@ HttpStore::Response HttpStore::Perform(const std::string& url, bool head, const 
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
   }
   if (!range.empty()) curl_easy_setopt(c, CURLOPT_RANGE, range.c_str());
+  curl_slist* headers = nullptr;
+  Prepare(c, &headers);
+  if (headers) curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
   ++requests_;
   r.code = curl_easy_perform(c);
+  if (headers) curl_slist_free_all(headers);
   r.local_error = s.failed;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-  if (r.code != CURLE_OK) r.error = err[0] ? err : curl_easy_strerror(r.code);
+  if (r.code != CURLE_OK) r.error = err[0] ? err : curl_easy_strerror(static_cast<CURLcode>(r.code));
+  last_retry_after_s_ = r.retry_after_s;
   if (!r.has_total && r.code == CURLE_OK && r.status == 200) {
     curl_off_t len = -1;
     curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
@@ -152,11 +170,12 @@ Status HttpStore::WithRetries(const std::string& what, const std::function<Statu
   Status last;
   for (int i = 1; i <= std::max(1, o_.attempts); ++i) {
     bool transient = false;
+    last_retry_after_s_ = -1;
     last = attempt(&transient);
     if (last.ok() || !transient) return last;
     if (i == o_.attempts) break;
     ++retries_;
-    std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::max(wait, last_retry_after_s_)));
     wait = std::min(wait * 2, o_.max_backoff_s);
   }
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -173,10 +192,7 @@ Result<uint64_t> HttpStore::Size(const std::string& name) {
   Status st = WithRetries("HEAD " + url, [&](bool* transient) -> Status {
     Response r = Perform(url, true, "", [](const char*, size_t) { return true; });
     *transient = Transient(r);
-    if (r.code != CURLE_OK || r.status != 200) {
-      if (r.status == 404) return Status::InvalidArgument(url + ": no such object on the store (HTTP 404)");
-      return Status::IOError(Describe(r), EIO);
-    }
+    if (r.code != CURLE_OK || r.status != 200) return Failure(r, url);
     if (!r.has_total) return Status::IOError(url + ": the server sent no Content-Length", EIO);
     size = r.total;
     return Status::OK();
@@ -243,10 +259,9 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
     });
     if (ignored_range) return ignored();
     *transient = Transient(r) || (r.code == CURLE_OK && r.status == 206 && got < n);
-    if (r.status == 404) return Status::InvalidArgument(url + ": no such object on the store (HTTP 404)");
-    if (r.status == 416)
+    if (r.code == CURLE_OK && r.status == 416)
       return Status::InvalidArgument(url + ": bytes " + range + " are past the end of the object (HTTP 416)");
-    if (r.code != CURLE_OK || (r.status != 206 && r.status != 200)) return Status::IOError(Describe(r), EIO);
+    if (r.code != CURLE_OK || (r.status != 206 && r.status != 200)) return Failure(r, url);
     if (got < n) return Status::IOError("the response ended after " + std::to_string(got) + " of " +
                                         std::to_string(n) + " bytes", EIO);
     bytes_ += n;
@@ -289,8 +304,7 @@ Status HttpStore::Download(const std::string& name, int fd, uint64_t expected_si
       return Status::OK();
     }
     *transient = Transient(r);
-    if (r.status == 404) return Status::InvalidArgument(url + ": no such object on the store (HTTP 404)");
-    if (r.code != CURLE_OK || (r.status != 200 && r.status != 206)) return Status::IOError(Describe(r), EIO);
+    if (r.code != CURLE_OK || (r.status != 200 && r.status != 206)) return Failure(r, url);
     const uint64_t total = r.has_total ? r.total : at;
     if (expected_size && total != expected_size)
       return Status::DataLoss(url + " has " + std::to_string(total) + " bytes, the index says " +
@@ -315,8 +329,7 @@ Result<std::string> HttpStore::ReadAll(const std::string& name) {
       return true;
     });
     *transient = Transient(r);
-    if (r.status == 404) return Status::InvalidArgument(url + ": no such object on the store (HTTP 404)");
-    if (r.code != CURLE_OK || r.status != 200) return Status::IOError(Describe(r), EIO);
+    if (r.code != CURLE_OK || r.status != 200) return Failure(r, url);
     if (r.has_total && out.size() != r.total) {
       *transient = true;
       return Status::IOError("the response ended after " + std::to_string(out.size()) + " of " +

@@ -5,12 +5,18 @@
 // naming the URL, the attempts and the last failure after the last try.
 // Read over plain http:// (no proxy) receives into the caller's memory
 // (HttpRangeGet), unless StoreOptions.receive_in_place is false.
+//
+// A store that speaks more than plain HTTP (S3Store) derives from it and
+// fills in the hooks: how each request is signed, what a failed answer means
+// and whether it is worth another attempt.
 #ifndef STOKER_CACHE_HTTP_STORE_H_
 #define STOKER_CACHE_HTTP_STORE_H_
 
 #include <functional>
 #include <memory>
 #include <string>
+
+struct curl_slist;
 
 #include "cache/http_range_get.h"
 
@@ -29,18 +35,44 @@ class HttpStore : public Store {
                   uint32_t* crc32c = nullptr) override;
   Result<std::string> ReadAll(const std::string& name) override;
 
-  struct Response;  // one attempt's outcome (http_store.cc)
+  // One attempt's outcome.
+  struct Response {
+    int code = 0;              // CURLcode
+    long status = 0;
+    std::string error;         // curl's message
+    uint64_t total = 0;        // the object's size (Content-Range total, or Content-Length of a 200)
+    bool has_total = false;
+    bool local_error = false;  // the sink refused (e.g. a write failed)
+    std::string body;          // an error answer's body (its first 64 KiB)
+    double retry_after_s = -1; // Retry-After, seconds (-1: none)
+  };
 
- private:
-  HttpStore(std::string url, std::string base, const StoreOptions& o) : Store(std::move(url)), base_(std::move(base)), o_(o) {}
+ protected:
+  // base: the URL objects' names are appended to; in_place: Read may take
+  // the HttpRangeGet path (plain, unsigned requests only).
+  HttpStore(std::string url, std::string base, const StoreOptions& o, bool in_place);
+  // Sets what every request of this store needs (signing) on the curl handle
+  // and appends its headers.
+  virtual void Prepare(void* curl, curl_slist** headers) { (void)curl, (void)headers; }
+  // The error for an answer that is not a success (a transport failure or an
+  // HTTP status outside 2xx) to a request for `url`.
+  virtual Status Failure(const Response& r, const std::string& url);
+  // Whether that answer is worth another attempt.
+  virtual bool Transient(const Response& r);
   // One request; `sink` takes body bytes (false: stop, a local error).
   Response Perform(const std::string& url, bool head, const std::string& range,
                    const std::function<bool(const char*, size_t)>& sink);
-  // Runs `attempt` until it succeeds, fails for good, or attempts run out.
+  // Runs `attempt` until it succeeds, fails for good, or attempts run out;
+  // waits between attempts as StoreOptions says, or as long as the last
+  // answer's Retry-After asked.
   Status WithRetries(const std::string& what, const std::function<Status(bool* transient)>& attempt);
+  const std::string& base() const { return base_; }
+
+ private:
   std::string base_;
   StoreOptions o_;
   void* curl_ = nullptr;
+  double last_retry_after_s_ = -1;
   std::unique_ptr<HttpRangeGet> in_place_;  // Read's path over http:// (null: libcurl's)
 };
 

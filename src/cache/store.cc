@@ -4,6 +4,7 @@
 
 #include "cache/file_store.h"
 #include "cache/http_store.h"
+#include "cache/s3_store.h"
 #include "stoker/store.h"
 
 namespace stoker {
@@ -14,15 +15,24 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& url, const StoreOp
     STOKER_ASSIGN_OR_RETURN(auto s, HttpStore::Create(url, options));
     return std::unique_ptr<Store>(std::move(s));
   }
+  if (url.rfind("s3://", 0) == 0) {
+    STOKER_ASSIGN_OR_RETURN(auto s, S3Store::Create(url, options));
+    return std::unique_ptr<Store>(std::move(s));
+  }
   std::string dir = url;
   if (url.rfind("file://", 0) == 0) dir = url.substr(7);
   else if (url.find("://") != std::string::npos)
-    return Status::InvalidArgument("store URL '" + url + "': only file://, http:// and https:// (or a path) are known");
+    return Status::InvalidArgument("store URL '" + url + "': only file://, http://, https:// and s3:// (or a path) are known");
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0) return Status::IOError("store " + url + ": stat " + dir, errno);
   if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("store " + url + ": " + dir + " is not a directory");
   return std::unique_ptr<Store>(new FileStore(url, dir));
+}
+
+Result<std::vector<StoreObject>> Store::List() {
+  return Status::InvalidArgument("store " + url_ + " cannot list its objects: put an index file there "
+                                 "(`stoker index DIR` writes one) or pass the shards");
 }
 
 }  // namespace stoker

@@ -76,9 +76,30 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   auto open_store = [&o]() { return o.open_store ? o.open_store() : Store::Open(o.remote, o.store); };
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, open_store());
   if (o.shards.empty()) {
-    STOKER_ASSIGN_OR_RETURN(std::string text, store->ReadAll(o.index));
-    STOKER_ASSIGN_OR_RETURN(m.shards, ParseShardIndex(text, store->Locate(o.index)));
-    if (m.shards.empty()) return Status::InvalidArgument(what + ": the index " + store->Locate(o.index) + " lists no shards");
+    Result<std::string> text = store->ReadAll(o.index);
+    if (text.ok()) {
+      STOKER_ASSIGN_OR_RETURN(m.shards, ParseShardIndex(text.value(), store->Locate(o.index)));
+      if (m.shards.empty()) return Status::InvalidArgument(what + ": the index " + store->Locate(o.index) + " lists no shards");
+    } else if (text.status().code() == Status::Code::kNotFound) {
+      // No index (an object store): the shards are the objects of the
+      // dataset's format under the prefix, by name; sizes from the listing,
+      // sample counts learnt when each shard is opened.
+      Result<std::vector<StoreObject>> listed = store->List();
+      if (!listed.ok())
+        return Status::FromCode(listed.status().code(), what + ": there is no index (" + text.status().message() +
+                                                            ") and listing the store failed: " +
+                                                            listed.status().message());
+      for (const StoreObject& obj : listed.value()) {
+        Result<ShardFormat> f = ShardFormatOf(obj.name);
+        if (f.ok() && f.value() == o.format && IsPlainShardName(obj.name)) m.shards.push_back({obj.name, obj.size});
+      }
+      if (m.shards.empty())
+        return Status::InvalidArgument(what + ": there is no index (" + o.index + ") and none of the " +
+                                       std::to_string(listed.value().size()) + " objects under " + store->url() +
+                                       " is a " + (o.format == ShardFormat::kTar ? ".tar" : ".tfrecord") + " shard");
+    } else {
+      return text.status();
+    }
   } else {
     m.shards = o.shards;
     for (const ShardInfo& s : m.shards)

@@ -23,6 +23,7 @@ std::string Status::ToString() const {
     case Code::kInterrupted: name = "Interrupted"; break;
     case Code::kInternal: name = "Internal"; break;
     case Code::kDataLoss: name = "DataLoss"; break;
+    case Code::kNotFound: name = "NotFound"; break;
   }
   return std::string(name) + ": " + msg_;
 }

@@ -1,0 +1,56 @@
+// S3Store: a Store over S3 or an S3-compatible server, s3://bucket/prefix.
+// It is an HttpStore whose requests libcurl signs (AWS SigV4,
+// CURLOPT_AWS_SIGV4: no signing code here) with the credentials S3Config
+// finds; whose failures are named by S3's error code, bucket and key
+// (AccessDenied, SignatureDoesNotMatch, NoSuchBucket, NoSuchKey; never a
+// secret); which retries SlowDown, InternalError and RequestTimeout as well
+// as 5xx, waiting as long as Retry-After asks; and which lists the objects
+// under its prefix (ListObjectsV2, every page).  Reads go through libcurl
+// (a signed request cannot take HttpRangeGet's path).
+#ifndef STOKER_CACHE_S3_STORE_H_
+#define STOKER_CACHE_S3_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/http_store.h"
+#include "cache/s3_config.h"
+
+namespace stoker {
+
+class S3Store : public HttpStore {
+ public:
+  static Result<std::unique_ptr<S3Store>> Create(const std::string& url, const StoreOptions& options);
+  // As Create, with the environment from `env` (tests).
+  static Result<std::unique_ptr<S3Store>> Create(const std::string& url, const StoreOptions& options,
+                                                 const EnvLookup& env);
+  std::string Locate(const std::string& name) const override;
+  Result<std::vector<StoreObject>> List() override;
+  const S3Config& config() const { return config_; }
+
+  // s3://bucket/prefix -> bucket, prefix (no slashes around it).
+  static Status SplitUrl(const std::string& url, std::string* bucket, std::string* prefix);
+  // RFC 3986 percent-encoding of all but unreserved characters (and '/'
+  // where keep_slash), as SigV4's canonical request wants it.
+  static std::string Encode(const std::string& s, bool keep_slash);
+
+ protected:
+  void Prepare(void* curl, curl_slist** headers) override;
+  Status Failure(const Response& r, const std::string& url) override;
+  bool Transient(const Response& r) override;
+
+ private:
+  S3Store(std::string url, std::string base, const StoreOptions& o, S3Config c, std::string bucket,
+          std::string prefix, std::string bucket_url);
+  // The bucket/key a request URL of this store names, for messages.
+  std::string Describe(const std::string& url) const;
+  S3Config config_;
+  std::string bucket_, prefix_;
+  std::string bucket_url_;  // what ListObjectsV2's query goes on
+  std::string sigv4_;       // CURLOPT_AWS_SIGV4's value
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_CACHE_S3_STORE_H_
