@@ -56,10 +56,10 @@ Result<std::unique_ptr<NativeDataset>> StreamingDataset::Impl::OpenShard(uint32_
     to.on_error = o.on_error;
     STOKER_ASSIGN_OR_RETURN(auto t, TarShardDataset::OpenFiles(std::move(files), tar_decls, to));
     std::lock_guard<std::mutex> g(mu);
-    if (tar_decls.empty()) {  // the first shard opened says what the fields are
-      tar_decls = t->decls();
-      fields = t->fields();
-    }
+    // The first shard opened says what the fields are: all of them when they
+    // are inferred, their shapes and dtypes when only declared.
+    if (tar_decls.empty()) tar_decls = t->decls();
+    if (fields.empty()) fields = t->fields();
     d = std::move(t);
   }
   if (!SameFields(d->fields(), fields))

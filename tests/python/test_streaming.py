@@ -840,3 +840,27 @@ def test_two_ranks_of_a_torchrun_job_read_the_same_growing_epochs(server, tmp_pa
         assert len(set(e0["ys"]) & set(e1["ys"])) <= 1
         sizes.append(len(e0["shards"]))
     assert sizes == sorted(sizes)
+
+
+@pytest.mark.parametrize("fields", [None, {"x.npy": "npy", "cls": "int"}, {"r.bin": ("float32", (4,)), "cls": "int"}])
+def test_tar_shards_with_declared_or_inferred_fields_from_a_directory_and_over_http(tmp_path, fields):
+    from stoker.io import write_tar_shards
+    src = tmp_path / "src"
+    src.mkdir()
+    write_tar_shards(str(src / "s-%03d.tar"), ({"x.npy": np.full(4, i, np.float32), "r.bin": np.full(4, i, np.float32),
+                                                 "cls": i} for i in range(100)), maxcount=25)
+    write_index(str(src))
+    first = "r.bin" if fields and "r.bin" in fields else "x.npy"
+    server = Nginx(tmp_path / "nginx", str(src)).start()
+    try:
+        for k, remote in enumerate([str(src), server.url]):
+            ds = StreamingDataset(remote, str(tmp_path / f"cache{k}"), max_bytes=1 << 30, fields=fields, min_shards=4)
+            ys = []
+            for b in stoker.DataLoader(ds, batch_size=10, shuffle=True, num_workers=2):
+                assert (b[first][:, 0].long() == b["cls"]).all()
+                ys.extend(b["cls"].tolist())
+            assert sorted(ys) == list(range(100)), remote
+            assert ds.stats()["fetch_errors"] == 0
+            ds.close()
+    finally:
+        server.stop()
