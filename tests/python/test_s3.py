@@ -53,6 +53,9 @@ def s3(tmp_path_factory):
         if name.endswith(".tfrecord"):
             server.put(f"data/listed/{name}", (shards / name).read_bytes())
     server.put("data/listed/README.md", b"not a shard")
+    # An index naming a shard the bucket does not have.
+    server.put("data/broken/shard-0.tfrecord", (shards / "shard-0.tfrecord").read_bytes())
+    server.put("data/broken/index.txt", (shards / "index.txt").read_bytes())
     server.put("data/listed/sub/shard-9.tfrecord", b"in a subdirectory: not this dataset's")
     yield server
     server.stop()
@@ -157,6 +160,35 @@ def test_a_streaming_dataset_from_a_bucket_through_the_loader(s3, tmp_path, pref
         ys.extend(b["y"].tolist())
     assert sorted(ys) == list(range(4 * PER_SHARD))
     assert ds.stats()["downloads"] == 4 and ds.stats()["fetch_errors"] == 0
+    ds.close()
+
+
+def test_full_mode_streams_every_sample_once_through_memory(s3, tmp_path):
+    ds = StreamingDataset("s3://data/indexed", str(tmp_path / "cache"), max_bytes=0, mode="full", features=FEATURES,
+                          storage_options=s3.options())
+    loader = stoker.DataLoader(ds, batch_size=16, shuffle=True, num_workers=2)
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        ys = [y for b in loader for y in b["y"].tolist()]
+        assert sorted(ys) == list(range(4 * PER_SHARD)), epoch
+    assert ds.stats()["fetch_errors"] == 0
+    ds.close()
+
+
+def test_a_shard_in_the_index_but_not_in_the_bucket_is_named(s3, tmp_path):
+    ds = StreamingDataset("s3://data/broken", str(tmp_path / "cache"), max_bytes=1 << 30, features=FEATURES,
+                          storage_options=s3.options(), wait_timeout=30)
+    deadline = time.monotonic() + 30
+    while ds.stats()["fetch_errors"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    st = ds.stats()
+    assert st["fetch_errors"] >= 1
+    assert "s3://data/broken/shard-" in st["last_fetch_error"] and "NoSuchKey" in st["last_fetch_error"]
+    ds.close()
+    ds = StreamingDataset("s3://data/broken", str(tmp_path / "c2"), max_bytes=0, mode="full", features=FEATURES,
+                          storage_options=s3.options())
+    with pytest.raises(Exception, match="NoSuchKey"):
+        list(stoker.DataLoader(ds, batch_size=16, num_workers=1))
     ds.close()
 
 
