@@ -55,6 +55,7 @@ py::dict StatsDict(const StreamingStats& s) {
   d["downloads"] = s.downloads;
   d["streamed"] = s.streamed;
   d["stream_buffer_bytes"] = s.stream_buffer_bytes;
+  d["stream_buffers"] = s.stream_buffers;
   d["prefetches_dropped"] = s.prefetches_dropped;
   d["hit_rate"] = s.hit_rate;
   d["bytes_downloaded"] = s.bytes_downloaded;

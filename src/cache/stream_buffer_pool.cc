@@ -2,10 +2,11 @@
 #include "cache/stream_buffer_pool.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+#include <cstdio>
 
 #include "proc/proc_memory.h"
 
@@ -35,6 +36,26 @@ Status StreamBufferPool::Configure(const StreamBufferSizing& sizing, bool needed
         " bytes this process may use (MemTotal or its cgroup's limit); lower " +
         (sizing.stream_buffers ? "stream_buffers or " : "") +
         "shuffle_window, give the cache room on disk (max_bytes), or use smaller shards");
+  // The buffers are made later, as the fetchers need them: a pool that
+  // cannot fit the address space this process may still map (ulimit -v) is
+  // an error now too.
+  rlimit as{};
+  if (needed && getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    unsigned long long pages = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "re")) {
+      if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    const uint64_t mapped = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t left = as.rlim_cur > mapped ? as.rlim_cur - mapped : 0;
+    if (count_ * capacity_ > left)
+      return Status::ResourceExhausted(
+          what + " streams the shards its cache has no room for through memory: " + std::to_string(count_) +
+          " buffers (stream_buffers) of " + std::to_string(capacity_) + " bytes would take " +
+          std::to_string(count_ * capacity_) + " bytes of address space, and this process may map only " +
+          std::to_string(left) + " more (RLIMIT_AS, ulimit -v); lower stream_buffers or shuffle_window, or give "
+          "the cache room on disk (max_bytes)");
+  }
   return Status::OK();
 }
 
@@ -47,8 +68,6 @@ Status StreamBufferPool::Add() {
   b->map = static_cast<uint8_t*>(p);
   b->capacity = capacity_;
   if (capacity_ >= (2 << 20)) madvise(p, capacity_, MADV_HUGEPAGE);  // (advice: fine where the kernel has none)
-  if (madvise(p, capacity_, MADV_POPULATE_WRITE) != 0 && errno != EINVAL)  // EINVAL: a kernel before 5.14
-    return Status::ResourceExhausted("no memory for " + what + ": " + std::strerror(errno));
   buffers_.push_back(std::move(b));
   return Status::OK();
 }

@@ -55,8 +55,9 @@ class StreamBufferPool {
   // the OOM killer in the middle of an epoch.  `what` names the dataset.
   Status Configure(const StreamBufferSizing& sizing, bool needed, const std::string& what);
 
-  // One more buffer, its pages allocated now (an error here, not a fault
-  // in the middle of an epoch).
+  // One more buffer.  Its pages are filled as the shard arrives (the
+  // kernel zeroes each as it is first written, in the fetcher that writes
+  // it); Configure checked that the pool fits the memory.
   Status Add();
 
   // A free buffer for `owner`'s shard, or null.  A speculative fetch

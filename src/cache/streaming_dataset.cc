@@ -147,12 +147,13 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     stores.push_back(std::move(s));
   }
   if (o.mode == StreamingMode::kFull) {
-    // Where some shards will stream through memory, its buffers now, so
-    // that no memory is an error here rather than a stall later.
+    // Where some shards will stream through memory, a pool too large for
+    // this process's memory is an error here; its buffers are made as the
+    // fetchers need them (an open that made and filled them all cost as
+    // much as streaming a gigabyte).
     const bool streams = m.remote_bytes > o.max_bytes;
     STOKER_RETURN_IF_ERROR(
         m.buffers.Configure({m.max_shard, o.stream_buffers, o.shuffle_window, o.fetchers}, streams, m.Describe()));
-    while (streams && m.buffers.made() < m.buffers.count()) STOKER_RETURN_IF_ERROR(m.buffers.Add());
   }
   std::shared_ptr<StreamingDataset> d(new StreamingDataset(std::move(impl)));
   d->set_on_error(o.on_error);
@@ -273,6 +274,7 @@ StreamingStats StreamingDataset::stats() const {
   s.downloads = m.cache->downloads() + m.streamed;
   s.streamed = m.streamed;
   s.stream_buffer_bytes = m.buffers.bytes();
+  s.stream_buffers = m.buffers.count();
   s.prefetches_dropped = m.prefetches_dropped;
   s.hit_rate = s.hits + s.downloads ? static_cast<double>(s.hits) / static_cast<double>(s.hits + s.downloads) : 0;
   s.bytes_downloaded = m.cache->bytes_downloaded() + m.stream_bytes;

@@ -74,8 +74,10 @@ def test_default_stream_buffers_fit_a_quarter_of_the_memory_limit(remote, tmp_pa
     each = PER_SHARD * (RECORD * 4 + 16 + 64) // (2 << 20) * (2 << 20)  # whole huge pages
     assert out.get("error") is None, out
     # 2 * (4 + 2) = 12 buffers would be 576 MiB of 640; a quarter of the limit
-    # holds 3, and a shuffle window and one more is 5.
-    assert out["buffers"] >= 5 * each and out["buffers"] <= LIMIT // 2, out["buffers"]
+    # holds 3, and a shuffle window and one more is 5.  None is made before
+    # the fetchers need one.
+    assert out["stats"]["stream_buffers"] == 5, out["stats"]
+    assert out["buffers"] == 0 and 0 < out["stats"]["stream_buffer_bytes"] <= 5 * each <= LIMIT // 2, out
     assert out["ys"] == list(range(SHARDS * PER_SHARD))
     assert out["stats"]["streamed"] == SHARDS and out["stats"]["fetch_errors"] == 0, out["stats"]
 

@@ -14,6 +14,7 @@ TEST(StreamBufferPool, SizedFromTheLargestShardAndTheWindow) {
   ASSERT_TRUE(p.Configure({3 << 20, 0, 4, 2}, true, "test").ok());
   EXPECT_EQ(p.capacity(), 4u << 20);  // whole huge pages
   EXPECT_EQ(p.count(), 2u * 4 + 2 * 2);
+  EXPECT_EQ(p.made(), 0u);  // made as the fetchers need them
   StreamBufferPool small;
   ASSERT_TRUE(small.Configure({100, 6, 4, 2}, true, "test").ok());
   EXPECT_EQ(small.capacity(), 4096u);  // whole pages below 1 MiB
