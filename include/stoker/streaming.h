@@ -60,6 +60,9 @@ struct StreamingOptions {
                                         // (kFull: 0 keeps nothing, every shard streams through memory)
   StreamingMode mode = StreamingMode::kGrowing;
   EvictionOrder eviction = EvictionOrder::kOldest;
+  // Each downloaded shard fsynced (with the directory) before it is used;
+  // false: stamped and checked after an unclean stop instead (ShardCache).
+  bool durable = false;
   std::vector<ShardInfo> shards;        // the shards; empty: read from `index` on the store
   std::string index = "index.txt";      // "name size [crc32c [samples]]" per line (stoker index)
   ShardFormat format = ShardFormat::kTFRecord;
@@ -101,6 +104,7 @@ struct StreamingStats {
   double fetch_bytes_per_s = 0;                  // bytes_downloaded / fetch_seconds
   uint64_t shards_in_flight = 0, bytes_in_flight = 0;
   uint64_t evictions = 0;
+  uint64_t verified_shards = 0, torn_shards = 0;  // checked after an unclean stop; of those torn (fetched again)
   uint64_t remote_shards = 0, remote_bytes = 0;
   uint64_t seen_shards = 0, seen_bytes = 0;      // shards that have been part of an epoch
   double fraction_seen = 0;                      // seen_bytes / remote_bytes

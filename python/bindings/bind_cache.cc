@@ -64,6 +64,8 @@ py::dict StatsDict(const StreamingStats& s) {
   d["shards_in_flight"] = s.shards_in_flight;
   d["bytes_in_flight"] = s.bytes_in_flight;
   d["evictions"] = s.evictions;
+  d["verified_shards"] = s.verified_shards;
+  d["torn_shards"] = s.torn_shards;
   d["remote_shards"] = s.remote_shards;
   d["remote_bytes"] = s.remote_bytes;
   d["seen_shards"] = s.seen_shards;
@@ -149,9 +151,9 @@ void BindCache(py::module_& m) {
       .def("release", [](ShardCache::Pin& p) { p = ShardCache::Pin(); });
 
   py::class_<ShardCache>(m, "ShardCache")
-      .def(py::init([](const std::string& dir, uint64_t max_bytes) {
-             return Check(ShardCache::Open(dir, max_bytes)).release(); }),
-           py::arg("dir"), py::arg("max_bytes"))
+      .def(py::init([](const std::string& dir, uint64_t max_bytes, bool durable) {
+             return Check(ShardCache::Open(dir, max_bytes, EvictionOrder::kLeastRecentlyUsed, {}, durable)).release(); }),
+           py::arg("dir"), py::arg("max_bytes"), py::arg("durable") = false)
       // -> a ShardPin (the shard is not evicted until it is released)
       .def("fetch", [](ShardCache& c, Store& store, const std::string& name, uint64_t size, py::object crc) {
              ShardInfo s{name, size, 0, !crc.is_none()};
@@ -166,6 +168,8 @@ void BindCache(py::module_& m) {
       .def_property_readonly("downloads", &ShardCache::downloads)
       .def_property_readonly("hits", &ShardCache::hits)
       .def_property_readonly("evictions", &ShardCache::evictions)
+      .def_property_readonly("verified", &ShardCache::verified)
+      .def_property_readonly("torn", &ShardCache::torn)
       .def_property_readonly("bytes_downloaded", &ShardCache::bytes_downloaded);
 
   m.def("parse_shard_index", [](const std::string& text, const std::string& where) {
@@ -218,6 +222,7 @@ void BindCache(py::module_& m) {
       .def_property("tar_fields", nullptr, [](StreamingOptions& o, const TarFieldArgs& f) { o.tar_fields = TarDecls(f); })
       .def_property("on_error", [](const StreamingOptions& o) { return o.on_error == OnError::kSkip ? "skip" : "raise"; },
                     [](StreamingOptions& o, const std::string& e) { o.on_error = ParseOnError(e); })
+      .def_readwrite("durable", &StreamingOptions::durable)
       .def_readwrite("fetchers", &StreamingOptions::fetchers)
       .def_readwrite("fetcher_cpus", &StreamingOptions::fetcher_cpus)
       .def_readwrite("prefetch", &StreamingOptions::prefetch)

@@ -16,7 +16,8 @@ OSError naming the URL).  An index file there lists them ("name size crc32c
 samples" per line; `stoker index DIR` writes it), or pass shards=[(name,
 size, crc32c, samples), ...].  Background fetcher threads download shards
 into `local` (to a .part file, checked against the index's size and CRC-32C,
-fsynced, renamed) under `max_bytes`.  mode="growing": each epoch reads the
+stamped with its CRC and renamed; durable=True fsyncs each instead) under
+`max_bytes`.  mode="growing": each epoch reads the
 shards cached when it begins, while the cache keeps filling and, once full,
 turns over (eviction="oldest" or "lru"; a shard being read is never
 evicted).  mode="full": each epoch reads the whole remote dataset, fetching
@@ -138,7 +139,7 @@ class StreamingDataset(NativeDataset):
     stream_buffers=0, shuffle_window=4, min_shards=1,
     fetch_seed=0, wait_timeout=None, on_error="raise", attempts=5,
     backoff_s=0.1, max_backoff_s=5.0, connect_timeout_s=10.0,
-    stall_timeout_s=30.0, storage_options=None)
+    stall_timeout_s=30.0, storage_options=None, durable=False)
 
     remote: the store (a directory, file://..., http(s)://..., or
     s3://bucket/prefix: S3 or an S3-compatible server; storage_options=
@@ -151,7 +152,11 @@ class StreamingDataset(NativeDataset):
     not a cache yet is refused).  max_bytes: its budget (complete and
     downloading shards; 0 in mode "full": nothing is written there, every
     shard streams through memory); the disk's free space is a budget too
-    (the cache leaves min(1 GiB, 5% of the file system) free).  features= (TFRecord shards: name -> (dtype, shape)) or
+    (the cache leaves min(1 GiB, 5% of the file system) free).  durable:
+    fsync each downloaded shard; by default shards are not fsynced (a cache
+    can be fetched again) but stamped with their CRC-32C and boot, checked
+    on first use after a reboot, and a shard a power cut tore is fetched
+    again (stats(): verified_shards, torn_shards).  features= (TFRecord shards: name -> (dtype, shape)) or
     fields= (tar shards, as stoker.io.TarShardDataset; None infers them).
     mode: "growing" (each epoch: the shards cached when it begins, at least
     min_shards, waiting for them; wait_timeout= seconds gives up) or "full"
@@ -177,7 +182,8 @@ class StreamingDataset(NativeDataset):
                  shuffle_window: int = 4, min_shards: int = 1, fetch_seed: int = 0,
                  wait_timeout: float | None = None, on_error: str = "raise", attempts: int = 5,
                  backoff_s: float = 0.1, max_backoff_s: float = 5.0, connect_timeout_s: float = 10.0,
-                 stall_timeout_s: float = 30.0, storage_options: Mapping[str, str] | None = None):
+                 stall_timeout_s: float = 30.0, storage_options: Mapping[str, str] | None = None,
+                 durable: bool = False):
         _check_choice("mode", mode, ("growing", "full"))
         _check_choice("eviction", eviction, ("oldest", "lru"))
         _check_choice("on_error", on_error, ("raise", "skip"))
@@ -210,6 +216,7 @@ class StreamingDataset(NativeDataset):
         o.attempts, o.backoff_s, o.max_backoff_s = int(attempts), float(backoff_s), float(max_backoff_s)
         o.connect_timeout_s, o.stall_timeout_s = float(connect_timeout_s), float(stall_timeout_s)
         o.storage_options = _storage_options(storage_options, "StreamingDataset")
+        o.durable = bool(durable)
         self._native = N.lib.StreamingDataset.open(o)
 
     def __repr__(self):

@@ -6,11 +6,13 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -84,13 +86,48 @@ bool DownloaderAlive(const std::string& lock_path) {
 
 }  // namespace
 
+const std::string& ShardCache::BootId() {
+  static const std::string id = [] {
+    std::string v;
+    if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "re")) {
+      char buf[64] = {0};
+      if (std::fgets(buf, sizeof buf, f)) v = buf;
+      std::fclose(f);
+    }
+    while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+    return v;
+  }();
+  return id;
+}
+
+Result<bool> ShardCache::Intact(int fd, const ShardInfo& shard, const std::string& path) {
+  char stamp[128] = {0};
+  const ssize_t n = fgetxattr(fd, kStampAttr, stamp, sizeof stamp - 1);
+  if (n <= 0) return true;  // fsynced (durable, or a file system without attributes), or copied in
+  unsigned crc = 0;
+  char boot[80] = {0};
+  if (std::sscanf(stamp, "%8x %79s", &crc, boot) != 2) return true;
+  if (BootId().empty() || BootId() == boot) return true;  // written in this boot: the page cache has it
+  // Written before a reboot without an fsync: a power cut may have torn it.
+  ++verified_;
+  STOKER_ASSIGN_OR_RETURN(uint32_t have, FileCrc32c(fd, shard.size, path));
+  if (have != crc || (shard.has_crc && have != shard.crc32c)) {
+    ++torn_;
+    return false;
+  }
+  // Whole, and on the disk (it outlived the boot): this boot's stamp.
+  const std::string renewed = std::string(stamp, 8) + " " + BootId();
+  fsetxattr(fd, kStampAttr, renewed.data(), renewed.size(), 0);
+  return true;
+}
+
 Result<std::unique_ptr<ShardCache>> ShardCache::Open(const std::string& dir, uint64_t max_bytes, EvictionOrder order,
-                                                     const std::vector<ShardInfo>& shards) {
+                                                     const std::vector<ShardInfo>& shards, bool durable) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::IOError("mkdir " + dir, errno);
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Status::InvalidArgument("ShardCache: " + dir + " is not a directory");
-  std::unique_ptr<ShardCache> c(new ShardCache(dir, max_bytes, order));
+  std::unique_ptr<ShardCache> c(new ShardCache(dir, max_bytes, order, durable));
   const std::string idx = c->index_dir();
   // (A cache has its index directory, or its lock file from before there was one.)
   if (stat(idx.c_str(), &st) != 0 && stat((dir + "/.stoker-cache.lock").c_str(), &st) != 0) {
@@ -358,12 +395,13 @@ Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
     const bool resumed = have > 0;
     uint64_t got = 0;
     const uint64_t before = store.bytes_received();
-    // The CRC of a resumed part's bytes, then of the rest as it arrives.
+    // The CRC of a resumed part's bytes, then of the rest as it arrives
+    // (checked against the index's, and the stamp's).
     uint32_t crc = 0;
-    if (shard.has_crc && resumed) {
+    if (resumed) {
       STOKER_ASSIGN_OR_RETURN(crc, FileCrc32c(fd.get(), have, part));
     }
-    Status s = store.Download(shard.name, fd.get(), shard.size, &got, shard.has_crc ? &crc : nullptr);
+    Status s = store.Download(shard.name, fd.get(), shard.size, &got, &crc);
     bytes_downloaded_ += store.bytes_received() - before;
     if (!s.ok()) return Status::FromCode(s.code(), "shard " + shard.name + ": " + s.message());
     if (shard.has_crc) {
@@ -373,7 +411,12 @@ Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
         return ShardCrcMismatch(shard, store.Locate(shard.name), crc);
       }
     }
-    if (fsync(fd.get()) != 0) return Status::IOError("fsync " + part, errno);
+    // Stamped before its rename (a journal that keeps the rename keeps the
+    // attribute set before it), or fsynced.
+    char stamp[128];
+    const int len = std::snprintf(stamp, sizeof stamp, "%08x %s", crc, BootId().c_str());
+    const bool stamped = !durable_ && !BootId().empty() && fsetxattr(fd.get(), kStampAttr, stamp, len, 0) == 0;
+    if (!stamped && fsync(fd.get()) != 0) return Status::IOError("fsync " + part, errno);
     // Pinned before it gets its name, so no evictor can take it between the
     // rename and the caller's first read (the lock belongs to the inode).
     if (Flock(fd.get(), LOCK_SH) != 0) return Status::IOError("flock " + part, errno);
@@ -386,8 +429,10 @@ Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
       if (rename(part.c_str(), path.c_str()) != 0) return Status::IOError("rename " + part, errno);
       unlink((path + ".reserve").c_str());
     }
-    UniqueFd d(open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (d.valid()) fsync(d.get());
+    if (!stamped) {
+      UniqueFd d(open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (d.valid()) fsync(d.get());
+    }
     ++downloads_;
     pin->fd_ = std::move(fd);
     pin->path_ = path;
@@ -415,6 +460,14 @@ Result<ShardCache::Pin> ShardCache::PinCached(const ShardInfo& shard) {
   struct stat st {};
   if (fstat(p.fd_.get(), &st) != 0 || st.st_nlink == 0 || static_cast<uint64_t>(st.st_size) != shard.size)
     return Status::InvalidArgument("shard " + shard.name + " is not in the cache " + dir_ + " (evicted)");
+  STOKER_ASSIGN_OR_RETURN(bool intact, Intact(p.fd_.get(), shard, p.path_));
+  if (!intact) {
+    // Torn by a power cut: gone, for whoever fetches it next (Fetch, under
+    // the shard's download lock) to download again.
+    unlink(p.path_.c_str());
+    return Status::InvalidArgument("shard " + shard.name + " in the cache " + dir_ +
+                                   " was torn by an unclean stop (its CRC-32C does not match its stamp): dropped");
+  }
   MarkUsed(p);  // atime: recently used
   return p;
 }

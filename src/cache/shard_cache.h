@@ -2,8 +2,16 @@
 // a byte budget, safe to share between threads and processes (the ranks of
 // one node):
 //   - a shard is downloaded to <name>.part (resumed if a crash left one),
-//     checked (size, and CRC-32C when the index has one), fsynced and
-//     renamed into place: a reader never sees half a shard;
+//     checked (size, and CRC-32C when the index has one) and renamed into
+//     place: a reader never sees half a shard;
+//   - it is not fsynced (durable = false, the default): a cache can be
+//     fetched again, and only a kernel crash or a power cut loses written
+//     pages, which a reboot tells.  Instead each shard carries a stamp (an
+//     extended attribute: its CRC-32C and the boot it was written in); the
+//     first process to use it in a later boot reads it through once and
+//     checks the CRC, and a shard a power cut tore is dropped and fetched
+//     again.  Where the file system keeps no extended attributes, and with
+//     durable = true, each shard is fsynced (with its directory) as before;
 //   - one process downloads a shard, the others wait on its lock file and
 //     then find it (no double download);
 //   - before a download, shards are evicted (least recently used, or oldest
@@ -52,7 +60,7 @@ class ShardCache {
   // anything else is refused.
   static Result<std::unique_ptr<ShardCache>> Open(const std::string& dir, uint64_t max_bytes,
                                                   EvictionOrder order = EvictionOrder::kLeastRecentlyUsed,
-                                                  const std::vector<ShardInfo>& shards = {});
+                                                  const std::vector<ShardInfo>& shards = {}, bool durable = false);
 
   // A shard held by a reader: never evicted while the Pin lives.
   class Pin {
@@ -113,10 +121,23 @@ class ShardCache {
   uint64_t hits() const { return hits_; }
   uint64_t evictions() const { return evictions_; }
   uint64_t bytes_downloaded() const { return bytes_downloaded_; }
+  // Shards checked after an unclean stop (a stamp from another boot), and
+  // of those the torn ones (dropped, fetched again).
+  uint64_t verified() const { return verified_; }
+  uint64_t torn() const { return torn_; }
+
+  // The stamp's extended attribute, and this boot's id
+  // (/proc/sys/kernel/random/boot_id).
+  static constexpr const char* kStampAttr = "user.stoker.shard";
+  static const std::string& BootId();
 
  private:
-  ShardCache(std::string dir, uint64_t max_bytes, EvictionOrder order)
-      : dir_(std::move(dir)), max_bytes_(max_bytes), order_(order) {}
+  ShardCache(std::string dir, uint64_t max_bytes, EvictionOrder order, bool durable)
+      : dir_(std::move(dir)), max_bytes_(max_bytes), order_(order), durable_(durable) {}
+  // Whether the pinned shard at `fd` is whole: true without a look unless
+  // its stamp is from another boot, then its CRC-32C is checked (and the
+  // stamp renewed).  False: torn.
+  Result<bool> Intact(int fd, const ShardInfo& shard, const std::string& path);
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
   // The directory lock (.stoker-cache.lock): exclusive to evict, reserve
   // and rename a download into place; shared to look (UsedBytes).
@@ -144,7 +165,8 @@ class ShardCache {
   std::string dir_;
   uint64_t max_bytes_;
   EvictionOrder order_;
-  std::atomic<uint64_t> downloads_{0}, hits_{0}, evictions_{0}, bytes_downloaded_{0};
+  bool durable_;
+  std::atomic<uint64_t> downloads_{0}, hits_{0}, evictions_{0}, bytes_downloaded_{0}, verified_{0}, torn_{0};
 };
 
 }  // namespace stoker

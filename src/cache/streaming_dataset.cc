@@ -121,7 +121,7 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     return Status::InvalidArgument(what + ": stream_buffers (" + std::to_string(o.stream_buffers) +
                                    ") must be more than shuffle_window (" + std::to_string(o.shuffle_window) +
                                    "): the readers hold a window of shards at once");
-  STOKER_ASSIGN_OR_RETURN(m.cache, ShardCache::Open(o.local, o.max_bytes, o.eviction, m.shards));
+  STOKER_ASSIGN_OR_RETURN(m.cache, ShardCache::Open(o.local, o.max_bytes, o.eviction, m.shards, o.durable));
   // One descriptor per pinned shard (and one per open one): allow many.
   rlimit nofile{};
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
@@ -283,6 +283,8 @@ StreamingStats StreamingDataset::stats() const {
   s.shards_in_flight = static_cast<uint64_t>(m.downloading);
   s.bytes_in_flight = m.bytes_in_flight;
   s.evictions = m.cache->evictions();
+  s.verified_shards = m.cache->verified();
+  s.torn_shards = m.cache->torn();
   s.remote_shards = m.shards.size();
   s.remote_bytes = m.remote_bytes;
   for (uint32_t i = 0; i < m.shards.size(); ++i)

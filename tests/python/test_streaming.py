@@ -867,3 +867,26 @@ def test_tar_shards_with_declared_or_inferred_fields_from_a_directory_and_over_h
             ds.close()
     finally:
         server.stop()
+
+
+def test_a_cached_shard_torn_by_a_power_cut_is_found_and_fetched_again(server, www, tmp_path):
+    local = str(tmp_path / "cache")
+    ds = StreamingDataset(server.url, local, max_bytes=1 << 30, features=FEATURES, min_shards=N_SHARDS)
+    assert sorted(epoch_ys(stoker.DataLoader(ds, batch_size=50, num_workers=2))) == list(range(N_SHARDS * PER_SHARD))
+    ds.close()
+    victim = os.path.join(local, "shard-007.tfrecord")
+    try:
+        stamp = os.getxattr(victim, "user.stoker.shard").decode()
+    except OSError:
+        pytest.skip("this file system keeps no user extended attributes (shards are fsynced)")
+    # What a power cut leaves of a shard written without fsync: the name,
+    # the size and the stamp of the boot that wrote it, zeros for a page.
+    os.setxattr(victim, "user.stoker.shard", (stamp[:8] + " 00000000-0000-4000-8000-000000000000").encode())
+    with open(victim, "r+b") as f:
+        f.seek(4096)
+        f.write(b"\0" * 4096)
+    ds = StreamingDataset(server.url, local, max_bytes=1 << 30, features=FEATURES, min_shards=N_SHARDS)
+    assert sorted(epoch_ys(stoker.DataLoader(ds, batch_size=50, num_workers=2))) == list(range(N_SHARDS * PER_SHARD))
+    st = ds.stats()
+    assert st["torn_shards"] == 1 and st["verified_shards"] == 1 and st["downloads"] == 1, st
+    ds.close()
