@@ -629,10 +629,13 @@ class _Throughput:
 
 def _native_source(loader, is_iterable):
     """The C++ dataset to read with threads, or None to use worker processes
-    (any Python in the way: a collate_fn or worker_init_fn of the user's)."""
+    (any Python in the way: a collate_fn, worker_init_fn or transform of the
+    user's)."""
     from stoker.io import NativeDataset
     ds = loader.dataset
     if is_iterable or not isinstance(ds, NativeDataset) or loader.worker_init_fn is not None:
+        return None
+    if getattr(ds, "_transform", None) is not None:  # a Python transform (StreamingDataset(transform=))
         return None
     collate = loader._user_collate_fn
     if not (_is_default(collate, "default_collate") or _is_default(collate, "default_convert")):

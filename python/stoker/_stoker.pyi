@@ -420,7 +420,7 @@ class ShardPin:
     def path(self) -> str:
         ...
 class ShardCache:
-    def __init__(self, dir: str, max_bytes: typing.SupportsInt | typing.SupportsIndex) -> None:
+    def __init__(self, dir: str, max_bytes: typing.SupportsInt | typing.SupportsIndex, durable: bool = False) -> None:
         ...
     def fetch(self, store: Store, name: str, size: typing.SupportsInt | typing.SupportsIndex, crc32c: typing.Any = None) -> ShardPin:
         ...
@@ -443,7 +443,14 @@ class ShardCache:
     @property
     def max_bytes(self) -> int:
         ...
+    @property
+    def torn(self) -> int:
+        ...
+    @property
+    def verified(self) -> int:
+        ...
 class StreamingOptions:
+    durable: bool
     eviction: str
     format: str
     index: str

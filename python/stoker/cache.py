@@ -139,7 +139,7 @@ class StreamingDataset(NativeDataset):
     stream_buffers=0, shuffle_window=4, min_shards=1,
     fetch_seed=0, wait_timeout=None, on_error="raise", attempts=5,
     backoff_s=0.1, max_backoff_s=5.0, connect_timeout_s=10.0,
-    stall_timeout_s=30.0, storage_options=None, durable=False)
+    stall_timeout_s=30.0, storage_options=None, durable=False, transform=None)
 
     remote: the store (a directory, file://..., http(s)://..., or
     s3://bucket/prefix: S3 or an S3-compatible server; storage_options=
@@ -183,7 +183,7 @@ class StreamingDataset(NativeDataset):
                  wait_timeout: float | None = None, on_error: str = "raise", attempts: int = 5,
                  backoff_s: float = 0.1, max_backoff_s: float = 5.0, connect_timeout_s: float = 10.0,
                  stall_timeout_s: float = 30.0, storage_options: Mapping[str, str] | None = None,
-                 durable: bool = False):
+                 durable: bool = False, transform=None):
         _check_choice("mode", mode, ("growing", "full"))
         _check_choice("eviction", eviction, ("oldest", "lru"))
         _check_choice("on_error", on_error, ("raise", "skip"))
@@ -215,16 +215,68 @@ class StreamingDataset(NativeDataset):
         o.wait_timeout_s = float(wait_timeout or 0)
         o.attempts, o.backoff_s, o.max_backoff_s = int(attempts), float(backoff_s), float(max_backoff_s)
         o.connect_timeout_s, o.stall_timeout_s = float(connect_timeout_s), float(stall_timeout_s)
-        o.storage_options = _storage_options(storage_options, "StreamingDataset")
+        s3 = _storage_options(storage_options, "StreamingDataset")
+        o.storage_options = s3
         o.durable = bool(durable)
+        if transform is not None and not callable(transform):
+            raise TypeError(f"StreamingDataset: transform should be callable, got {type(transform).__name__}")
         self._native = N.lib.StreamingDataset.open(o)
+        self._transform = transform
+        self._pid = os.getpid()
+        self._view = None
+        # What a worker process needs to read it (stoker._stream_view).
+        self._spec = {
+            "remote": os.fspath(remote), "local": os.fspath(local), "max_bytes": int(max_bytes), "mode": mode,
+            "format": fmt, "features": dict(features) if features is not None else None,
+            "fields": dict(fields) if fields is not None else None, "on_error": on_error,
+            "storage_options": s3,
+            "durable": bool(durable),
+            "store": {"attempts": int(attempts), "backoff_s": float(backoff_s), "max_backoff_s": float(max_backoff_s),
+                      "connect_timeout_s": float(connect_timeout_s), "stall_timeout_s": float(stall_timeout_s)},
+            "shards": [(n, size, crc, count) for n, size, crc, count in self._native.remote_shards]
+            if mode == "full" else None,
+        }
+
+    # ---- reading, here or in a worker process ----------------------------
+
+    def _owner(self) -> bool:
+        """This is the process that opened it (its fetcher threads run here)."""
+        return self._native is not None and os.getpid() == self._pid
+
+    def _reader(self):
+        from stoker._stream_view import StreamView
+        if self._view is None or self._view.pid != os.getpid():
+            self._view = StreamView(self._spec)
+        return self._view
+
+    def __len__(self) -> int:
+        return len(self._native) if self._owner() else len(self._reader())
+
+    def __getitem__(self, index: int):
+        item = super().__getitem__(index) if self._owner() else self._reader()[index]
+        return item if self._transform is None else self._transform(item)
+
+    def set_epoch(self, epoch: int) -> None:
+        if self._owner():
+            super().set_epoch(epoch)
+        # (a worker's view: every epoch of a full dataset has the same samples)
+
+    def _only_here(self, what: str):
+        if not self._owner():
+            raise RuntimeError(f"StreamingDataset.{what}: in a worker process a StreamingDataset only reads "
+                               "(ds[i], len(ds)); call it in the process that opened it")
 
     def __repr__(self):
+        if not self._owner():
+            return f"stoker.cache.StreamingDataset({self._spec['remote']!r}, a worker's view)"
         return f"stoker.cache.StreamingDataset({self._native.describe()}, {len(self)} samples this epoch)"
 
     def __reduce__(self):
-        raise TypeError("a StreamingDataset cannot be pickled: it is read by stoker's threads in the process that "
-                        "opened it (use stoker.DataLoader without a Python collate_fn, or num_workers=0)")
+        # Pickled for a spawned worker process: it reads through a view.
+        if self._spec["mode"] != "full" or self._spec["max_bytes"] == 0:
+            from stoker._stream_view import StreamView
+            StreamView(self._spec)  # raises what to do instead
+        return (_rebuild_view, (self._spec, self._transform))
 
     @property
     def mode(self) -> str:
@@ -243,6 +295,7 @@ class StreamingDataset(NativeDataset):
     def begin_epoch(self, epoch: int, shards: list[str] | None = None) -> None:
         """Starts epoch `epoch` (the sampler does this): a new snapshot of the
         cached shards, or exactly `shards` (downloaded if need be)."""
+        self._only_here("begin_epoch")
         if shards is not None:
             self._native.use_shards(list(shards))
         self._native.begin_epoch(int(epoch))
@@ -250,15 +303,25 @@ class StreamingDataset(NativeDataset):
     def stats(self) -> dict:
         """Cached bytes and shards, hit rate, fetch throughput, bytes in flight,
         evictions, the fraction of the remote dataset seen, fetch errors."""
+        self._only_here("stats")
         return self._native.stats()
 
     def close(self) -> None:
         """Stops the fetcher threads (cached shards stay readable)."""
+        self._only_here("close")
         self._native.close()
 
     def sampler(self, shuffle: bool = False, seed: int = 0, rank: int = 0, world_size: int = 1,
                 pad: bool = True) -> "StreamingSampler":
         return StreamingSampler(self, shuffle, seed, rank, world_size, pad)
+
+
+def _rebuild_view(spec, transform):
+    """A StreamingDataset unpickled in a spawned worker: reads through a view."""
+    ds = StreamingDataset.__new__(StreamingDataset)
+    ds._native, ds._pid, ds._view = None, None, None
+    ds._spec, ds._transform = spec, transform
+    return ds
 
 
 def streaming_source(dataset):
