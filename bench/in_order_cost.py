@@ -4,6 +4,11 @@ worker), and torch's DataLoader, on `stoker bench`'s workloads, rounds
 alternating so the machine's noise falls on all three alike.
 
     python bench/in_order_cost.py --rounds 3 --seconds 3 [--workloads abc]
+                                  [--prefetch-factors 8,32]
+
+--prefetch-factors adds stoker in_order=True rows with those prefetch_factor
+values (each worker's batches in flight: how far one worker may run ahead
+of another that the kernel preempted).
 
 Run it with PYTHONPATH pointing at another build's package to compare two
 builds the same way (docs/benchmarks.md)."""
@@ -36,6 +41,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--workloads", default="abc")
+    ap.add_argument("--prefetch-factors", default="", help="comma-separated: more in_order=True rows")
     args = ap.parse_args()
     print(f"stoker {stoker.__file__}, torch {torch.__version__}")
     for key in args.workloads:
@@ -46,6 +52,9 @@ def main():
             "stoker in_order=True": lambda: stoker.DataLoader(w.dataset(), **kw),
             "stoker in_order=False": lambda: stoker.DataLoader(w.dataset(), in_order=False, **kw),
         }
+        for pf in filter(None, args.prefetch_factors.split(",")):
+            loaders[f"stoker prefetch_factor={int(pf)}"] = \
+                lambda pf=int(pf): stoker.DataLoader(w.dataset(), prefetch_factor=pf, **kw)
         got = {name: [] for name in loaders}
         for r in range(args.rounds):
             names = list(loaders) if r % 2 == 0 else list(loaders)[::-1]
