@@ -95,6 +95,10 @@ class Store {
   // The objects directly under the store's root, by name (S3: every page of
   // ListObjectsV2).  InvalidArgument where the store cannot list (HTTP).
   virtual Result<std::vector<StoreObject>> List();
+  // How many connections (fetcher threads) suit this store when the caller
+  // does not say: 2 for a directory or an HTTP server, 8 for AWS S3 (each
+  // connection to S3 carries a part of what the network can).
+  virtual uint32_t PreferredConnections() const { return 2; }
   // Counters: requests made and retried, bytes received.
   uint64_t requests() const { return requests_; }
   uint64_t retries() const { return retries_; }

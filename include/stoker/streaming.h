@@ -69,7 +69,8 @@ struct StreamingOptions {
   std::vector<FieldSpec> features;      // TFRecord: the features to decode
   std::vector<TarFieldDecl> tar_fields; // tar: empty: inferred from the first shard
   OnError on_error = OnError::kRaise;
-  uint32_t fetchers = 2;                // download threads (each with its own connection)
+  uint32_t fetchers = 0;                // download threads, each with its own connection (0: the
+                                        // store's Store::PreferredConnections: 2, or 8 on AWS S3)
   std::vector<int> fetcher_cpus;        // the CPUs the fetchers may run on (each one this process
                                         // may use); empty: wherever the scheduler puts them
   uint32_t prefetch = 4;                // kFull: shards fetched ahead of the readers
@@ -104,7 +105,9 @@ struct StreamingStats {
   double fetch_bytes_per_s = 0;                  // bytes_downloaded / fetch_seconds
   uint64_t shards_in_flight = 0, bytes_in_flight = 0;
   uint64_t evictions = 0;
-  uint64_t verified_shards = 0, torn_shards = 0;  // checked after an unclean stop; of those torn (fetched again)
+  uint64_t verified_shards = 0, torn_shards = 0;
+  uint32_t fetchers = 0;                         // download threads running (chosen, or as asked)
+  std::vector<int> fetcher_cpus;                 // the CPUs they are confined to (empty: not confined)  // checked after an unclean stop; of those torn (fetched again)
   uint64_t remote_shards = 0, remote_bytes = 0;
   uint64_t seen_shards = 0, seen_bytes = 0;      // shards that have been part of an epoch
   double fraction_seen = 0;                      // seen_bytes / remote_bytes

@@ -135,7 +135,7 @@ def write_index(directory: str | os.PathLike, name: str = "index.txt", format: s
 class StreamingDataset(NativeDataset):
     """StreamingDataset(remote, local, max_bytes, mode="growing", *,
     features=None, fields=None, shards=None, index="index.txt",
-    eviction="oldest", fetchers=2, fetcher_cpus=None, prefetch=4,
+    eviction="oldest", fetchers=None, fetcher_cpus=None, prefetch=4,
     stream_buffers=0, shuffle_window=4, min_shards=1,
     fetch_seed=0, wait_timeout=None, on_error="raise", attempts=5,
     backoff_s=0.1, max_backoff_s=5.0, connect_timeout_s=10.0,
@@ -166,7 +166,8 @@ class StreamingDataset(NativeDataset):
     within a quarter of the memory this process may use, each the size of the
     largest shard; MemoryError when a shuffle window of them would take more
     than half).
-    fetchers: download threads, each with its own connection; fetcher_cpus
+    fetchers: download threads, each with its own connection (None: chosen
+    for the store, 2, or 8 on AWS S3; stats() says how many run); fetcher_cpus
     (CPU numbers, each one this process may run on) confines them to those
     CPUs, e.g. to keep them off the cores the training step uses, or off the
     core a store's server on the same machine needs (docs/streaming.md).
@@ -177,7 +178,7 @@ class StreamingDataset(NativeDataset):
 
     def __init__(self, remote: str | os.PathLike, local: str | os.PathLike, max_bytes: int, mode: str = "growing", *,
                  features: Mapping[str, tuple] | None = None, fields: Mapping[str, Any] | None = None,
-                 shards=None, index: str = "index.txt", eviction: str = "oldest", fetchers: int = 2,
+                 shards=None, index: str = "index.txt", eviction: str = "oldest", fetchers: int | None = None,
                  fetcher_cpus: Iterable[int] | None = None, prefetch: int = 4, stream_buffers: int = 0,
                  shuffle_window: int = 4, min_shards: int = 1, fetch_seed: int = 0,
                  wait_timeout: float | None = None, on_error: str = "raise", attempts: int = 5,
@@ -194,7 +195,9 @@ class StreamingDataset(NativeDataset):
         if max_bytes == 0 and mode != "full":
             raise ValueError("StreamingDataset: max_bytes=0 (no cache) is for mode='full'; mode 'growing' reads "
                              "what it cached, so it needs a budget > 0")
-        for name, v in (("fetchers", fetchers), ("prefetch", prefetch), ("stream_buffers", stream_buffers),
+        if fetchers is not None and (not isinstance(fetchers, int) or isinstance(fetchers, bool) or fetchers < 1):
+            raise ValueError(f"StreamingDataset: fetchers should be an int >= 1 or None (chosen), got {fetchers!r}")
+        for name, v in (("prefetch", prefetch), ("stream_buffers", stream_buffers),
                         ("shuffle_window", shuffle_window), ("min_shards", min_shards)):
             least = 0 if name in ("prefetch", "stream_buffers") else 1
             if not isinstance(v, int) or isinstance(v, bool) or v < least:
@@ -210,7 +213,7 @@ class StreamingDataset(NativeDataset):
         if shard_rows is not None:
             o.shards = shard_rows
         o.index, o.format, o.features, o.tar_fields, o.on_error = index, fmt, feats, decls, on_error
-        o.fetchers, o.fetcher_cpus, o.prefetch, o.stream_buffers = fetchers, cpus, prefetch, stream_buffers
+        o.fetchers, o.fetcher_cpus, o.prefetch, o.stream_buffers = fetchers or 0, cpus, prefetch, stream_buffers
         o.shuffle_window, o.min_shards, o.fetch_seed = shuffle_window, min_shards, int(fetch_seed)
         o.wait_timeout_s = float(wait_timeout or 0)
         o.attempts, o.backoff_s, o.max_backoff_s = int(attempts), float(backoff_s), float(max_backoff_s)

@@ -114,7 +114,7 @@ Result<std::unique_ptr<HttpStore>> HttpStore::Create(const std::string& url, con
   std::string base = url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   std::unique_ptr<HttpStore> s(new HttpStore(url, base, options, /*in_place=*/true));
-  if (!s->curl_) return Status::Internal("curl_easy_init failed");
+  if (!s->ready()) return Status::Internal("curl_easy_init failed");
   return s;
 }
 

@@ -67,6 +67,8 @@ class HttpStore : public Store {
   // answer's Retry-After asked.
   Status WithRetries(const std::string& what, const std::function<Status(bool* transient)>& attempt);
   const std::string& base() const { return base_; }
+  // False when libcurl could not make the handle (Create's error).
+  bool ready() const { return curl_ != nullptr; }
 
  private:
   std::string base_;

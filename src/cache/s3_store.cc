@@ -88,6 +88,7 @@ Result<std::unique_ptr<S3Store>> S3Store::Create(const std::string& url, const S
     bucket_url = "https://" + bucket + ".s3." + c.region + ".amazonaws.com";
   const std::string base = prefix.empty() ? bucket_url : bucket_url + "/" + Encode(prefix, true);
   std::unique_ptr<S3Store> s(new S3Store(url, base, options, std::move(c), bucket, prefix, bucket_url));
+  if (!s->ready()) return Status::Internal("curl_easy_init failed");
   return s;
 }
 

@@ -27,6 +27,7 @@ class S3Store : public HttpStore {
                                                  const EnvLookup& env);
   std::string Locate(const std::string& name) const override;
   Result<std::vector<StoreObject>> List() override;
+  uint32_t PreferredConnections() const override { return config_.endpoint.empty() ? 8 : 2; }
   const S3Config& config() const { return config_; }
 
   // s3://bucket/prefix -> bucket, prefix (no slashes around it).

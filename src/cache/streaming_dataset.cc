@@ -56,7 +56,6 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   if (o.max_bytes == 0 && o.mode != StreamingMode::kFull)
     return Status::InvalidArgument(what + ": max_bytes (the cache's budget) must be > 0 in mode 'growing' "
                                    "(mode 'full' takes 0: every shard streamed through memory, none kept)");
-  if (o.fetchers < 1) return Status::InvalidArgument(what + ": fetchers must be at least 1");
   std::optional<cpu_set_t> fetcher_cpus;
   if (!o.fetcher_cpus.empty()) {
     Result<cpu_set_t> set = CpuSetOf(o.fetcher_cpus, "fetcher_cpus");
@@ -142,7 +141,8 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   std::iota(m.fetch_order.begin(), m.fetch_order.end(), 0u);
   MixShuffle(m.fetch_order.begin(), m.fetch_order.end(), Mix64(o.fetch_seed ^ 0x6a09e667f3bcc908ULL));
   std::vector<std::unique_ptr<Store>> stores;
-  for (uint32_t i = 0; i < o.fetchers; ++i) {
+  m.fetchers = o.fetchers ? o.fetchers : store->PreferredConnections();
+  for (uint32_t i = 0; i < m.fetchers; ++i) {
     STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> s, open_store());
     stores.push_back(std::move(s));
   }
@@ -153,7 +153,7 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     // much as streaming a gigabyte).
     const bool streams = m.remote_bytes > o.max_bytes;
     STOKER_RETURN_IF_ERROR(
-        m.buffers.Configure({m.max_shard, o.stream_buffers, o.shuffle_window, o.fetchers}, streams, m.Describe()));
+        m.buffers.Configure({m.max_shard, o.stream_buffers, o.shuffle_window, m.fetchers}, streams, m.Describe()));
   }
   std::shared_ptr<StreamingDataset> d(new StreamingDataset(std::move(impl)));
   d->set_on_error(o.on_error);
@@ -284,6 +284,8 @@ StreamingStats StreamingDataset::stats() const {
   s.bytes_in_flight = m.bytes_in_flight;
   s.evictions = m.cache->evictions();
   s.verified_shards = m.cache->verified();
+  s.fetchers = m.fetchers;
+  s.fetcher_cpus = m.o.fetcher_cpus;
   s.torn_shards = m.cache->torn();
   s.remote_shards = m.shards.size();
   s.remote_bytes = m.remote_bytes;

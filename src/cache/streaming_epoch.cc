@@ -290,7 +290,7 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
       for (uint32_t i = 0; i < shards.size(); ++i) all_failed = all_failed && failed_for_good[i];
       const std::string have = std::to_string(members.size()) + " of the " + std::to_string(need) +
                                " shards an epoch waits for (min_shards) are cached";
-      if (all_failed || consecutive_failures >= 2 * std::max<uint32_t>(1, o.fetchers))
+      if (all_failed || consecutive_failures >= 2 * std::max<uint32_t>(1, fetchers))
         return Status::IOError(Describe() + ": " + have + ", and fetching fails: " + last_error, EIO);
       if (deadline && MonotonicNanos() * 1e-9 > deadline)
         return Status::Timeout(Describe() + ": " + have + " after " + std::to_string(o.wait_timeout_s) +

@@ -42,6 +42,7 @@ struct StreamingDataset::Impl {
   std::map<std::string, uint32_t> by_name;
   std::vector<FieldSpec> fields;
   std::vector<TarFieldDecl> tar_decls;
+  uint32_t fetchers = 0;  // running (StreamingOptions::fetchers, or the store's preference)
   uint64_t max_shard = 0, remote_bytes = 0;
   pid_t owner = getpid();
 

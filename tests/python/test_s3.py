@@ -159,7 +159,9 @@ def test_a_streaming_dataset_from_a_bucket_through_the_loader(s3, tmp_path, pref
         assert (b["x"][:, 0].long() == b["y"]).all()
         ys.extend(b["y"].tolist())
     assert sorted(ys) == list(range(4 * PER_SHARD))
-    assert ds.stats()["downloads"] == 4 and ds.stats()["fetch_errors"] == 0
+    st = ds.stats()
+    assert st["downloads"] == 4 and st["fetch_errors"] == 0
+    assert st["fetchers"] == 2 and st["fetcher_cpus"] == []  # chosen for a server of one's own
     ds.close()
 
 

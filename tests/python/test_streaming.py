@@ -438,13 +438,15 @@ def test_fetcher_cpus_confines_the_fetchers_and_names_a_cpu_it_cannot_use(server
         ys.extend(b["y"].tolist())
     assert sorted(ys) == list(range(N_SHARDS * PER_SHARD))
     assert ds.stats()["downloads"] == N_SHARDS
+    assert ds.stats()["fetchers"] == 3 and ds.stats()["fetcher_cpus"] == [cpu]
     assert readers is not None and len(readers) == 2  # the loader's reader threads are named too
     ds.close()
     assert "stoker-fetch" not in stoker_threads()
-    # Unset: the fetchers keep the process's CPUs.
-    ds = StreamingDataset(server.url, str(tmp_path / "b"), max_bytes=0, mode="full", features=FEATURES, fetchers=2,
+    # Unset: the fetchers keep the process's CPUs; how many is chosen for the store.
+    ds = StreamingDataset(server.url, str(tmp_path / "b"), max_bytes=0, mode="full", features=FEATURES,
                           shuffle_window=2)
     assert stoker_threads()["stoker-fetch"] == [everywhere] * 2
+    assert ds.stats()["fetchers"] == 2 and ds.stats()["fetcher_cpus"] == []
     ds.close()
     ds = StreamingDataset(server.url, str(tmp_path / "b"), max_bytes=0, mode="full", features=FEATURES, fetchers=2,
                           shuffle_window=2, fetcher_cpus=np.array([cpu]))  # (numpy integers are CPU numbers too)

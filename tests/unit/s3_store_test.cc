@@ -42,9 +42,11 @@ TEST(S3Store, PathStyleOnAnEndpointVirtualHostedOnAws) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ((*s)->Locate("shard 1.tar"), "http://127.0.0.1:9000/data/train/shard%201.tar");
   EXPECT_EQ((*s)->url(), "s3://data/train");
+  EXPECT_EQ((*s)->PreferredConnections(), 2u);  // a server of one's own
   s = S3Store::Create("s3://data/train", {}, Env({{"AWS_REGION", "eu-west-1"}}));
   ASSERT_TRUE(s.ok());
   EXPECT_EQ((*s)->Locate("a.tar"), "https://data.s3.eu-west-1.amazonaws.com/train/a.tar");
+  EXPECT_EQ((*s)->PreferredConnections(), 8u);  // AWS: a connection carries a part of the network
   s = S3Store::Create("s3://my.dotted.bucket", {}, Env({}));
   ASSERT_TRUE(s.ok());
   EXPECT_EQ((*s)->Locate("a.tar"), "https://s3.us-east-1.amazonaws.com/my.dotted.bucket/a.tar");
