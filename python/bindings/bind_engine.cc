@@ -52,6 +52,7 @@ void BindEngine(py::module_& m) {
       .def("shutdown", &Engine::Shutdown)
       .def("set_epoch", &Engine::SetEpoch)
       .def("set_shared_seed", &Engine::SetSharedSeed)
+      .def_property_readonly("expected_batch_bytes", &Engine::expected_batch_bytes)
       .def_static("check_max_memory", [](uint64_t max_memory) { Check(CheckMaxMemory(max_memory)); })
       .def_static("default_max_memory", &DefaultMaxMemory)
       .def("stats", [](Engine& e, bool process_memory) { return Steal(StatsDict(e, process_memory)); },

@@ -16,6 +16,7 @@ void BindScheduler(py::module_& m) {
              return new Pump(e, SchedulerOptions{workers, prefetch, in_order, iterable}, auto_collation, numpy_mode);
            }))
       .def("reset", [](Pump& p, py::handle it, bool resume) { p.Reset(it.ptr(), resume); })
+      .def_property("prefetch", &Pump::prefetch, &Pump::SetPrefetch)
       .def("reset_order", [](Pump& p, const EpochOrderHandle& o, uint64_t batch_size, bool drop_last, bool resume) {
              p.ResetOrder(o.order, batch_size, drop_last, resume); })
       .def("next", [](Pump& p, double timeout_s) { return Steal(p.Next(timeout_s)); })

@@ -75,6 +75,8 @@ class Pump {
   void DeliveredByWorker(std::vector<uint64_t>* counts, int* last) const { sched_.DeliveredByWorker(counts, last); }
   uint64_t Generation() const { return sched_.generation(); }
   void StartRoundRobinAt(uint32_t worker) { sched_.StartRoundRobinAt(worker); }
+  void SetPrefetch(uint32_t prefetch) { sched_.SetPrefetch(prefetch); }
+  uint32_t prefetch() const { return sched_.prefetch(); }
   Status Requeue(uint32_t worker) { return sched_.Requeue(worker); }
 
  private:

@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 # is killed.  Workers hold nothing that needs cleaning up.
 _JOIN_GRACE_S = 0.05
 
+# Batches in flight per worker that small batches may get when the user left
+# prefetch_factor to stoker (_StokerIter._deepen).
+_DEEP = 32
+
 logger = logging.getLogger("stoker")
 
 
@@ -84,13 +88,22 @@ class _StokerIter(_BaseDataLoaderIter):
                                  "batches to leave them out of: give a batch_size (batch_size=None yields "
                                  "single samples)")
         nw = self._num_workers
+        self._prefetch = (loader.prefetch_factor or 2) * max(nw, 1)
+        # torch's assignment (in order, batch k on worker k mod n): a worker the
+        # kernel preempts holds up the batch it owns, and the others run only
+        # prefetch_factor batches ahead of it.  With prefetch_factor left to
+        # stoker, small batches go deeper (up to _DEEP per worker) once the
+        # pool has learnt their size (docs/benchmarks.md: a third more batches
+        # a second for one-sample batches); large ones keep torch's depth.
+        self._deepen = (not getattr(loader, "_stoker_prefetch_chosen", True) and self._in_order and not self._is_iterable and nw >= 2
+                        and self._native_ds is None)
+        most = _DEEP * nw if self._deepen else self._prefetch
         # A datapipe is sharded as torch shards it: between ranks here, or
         # between every worker of every rank in the workers.
         self._datapipe = isinstance(self._dataset, (torch.utils.data.IterDataPipe, torch.utils.data.MapDataPipe))
         if self._datapipe and not nw:
             from torch.utils.data.graph_settings import apply_sharding
             apply_sharding(self._dataset, self._world_size, self._rank)
-        self._prefetch = (loader.prefetch_factor or 2) * max(nw, 1)
         user_collate = loader._user_collate_fn
         if self._auto_collation:
             self._wcollate = None if _is_default(user_collate, "default_collate") else loader.collate_fn
@@ -110,7 +123,7 @@ class _StokerIter(_BaseDataLoaderIter):
         self._iter_base = list(resume.get("per_worker", [])) if resume is not None and self._is_iterable else []
         # Native readers are threads of this process: the pool needs no
         # shared memory (private memory is quicker to back; shm/arena.h).
-        self._engine = N.Engine(nw, loader.max_memory, max(256, 4 * self._prefetch + 64),
+        self._engine = N.Engine(nw, loader.max_memory, max(256, 4 * most + 64),
                                 process_shared=self._native_ds is None)
         if getattr(loader, "_epoch", None) is not None:
             self._engine.set_epoch(loader._epoch)
@@ -131,7 +144,7 @@ class _StokerIter(_BaseDataLoaderIter):
         self._rng_resume = None
         if nw and self._native_ds is None and not self._is_iterable:
             from stoker._rng_state import RngBoard
-            self._rng_board = RngBoard.for_prefetch(nw, self._prefetch)
+            self._rng_board = RngBoard.for_prefetch(nw, most)
             saved = resume.get("worker_rng") if resume is not None else None
             if saved is not None and len(saved) == nw:
                 from stoker.distributed import rank_and_world_size
@@ -336,6 +349,8 @@ class _StokerIter(_BaseDataLoaderIter):
             raise StopIteration
         code, value = self._pump.next(self._timeout if self._timeout > 0 else -1.0)
         if code == _BATCH:  # the common case first, with no call in between
+            if self._deepen:
+                self._deepen_for(self._engine.expected_batch_bytes)
             return value
         # A loop, not a recursion: a storm of worker deaths inside one next()
         # must not grow the stack (replacements are forked from it).
@@ -346,6 +361,17 @@ class _StokerIter(_BaseDataLoaderIter):
             if self._shutdown:
                 raise StopIteration
             code, value = self._pump.next(self._timeout if self._timeout > 0 else -1.0)
+
+    def _deepen_for(self, batch_bytes: int):
+        """Once: as many batches in flight per worker as an eighth of the
+        pool's budget holds, between torch's 2 and _DEEP."""
+        if batch_bytes <= 0:
+            return
+        self._deepen = False
+        per_worker = self._max_memory // (8 * self._num_workers * batch_bytes)
+        depth = max(2, min(_DEEP, per_worker))
+        if depth * self._num_workers > self._prefetch:
+            self._pump.prefetch = depth * self._num_workers
 
     def _outcome(self, code, value):
         """What pump.next()'s (code, value) means: a batch, or an exception,

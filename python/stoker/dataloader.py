@@ -125,6 +125,8 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
                          generator=generator, prefetch_factor=prefetch_factor,
                          persistent_workers=persistent_workers, pin_memory_device=pin_memory_device,
                          in_order=in_order)
+        # (torch makes an unset prefetch_factor 2: whether the user chose it)
+        self._stoker_prefetch_chosen = prefetch_factor is not None
         if max_memory is None:
             max_memory = default_max_memory()
         if not isinstance(max_memory, int) or isinstance(max_memory, bool) or max_memory < (1 << 20):

@@ -199,6 +199,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   EngineStats Stats(bool process_memory = false);
   // Bytes batch regions may occupy: max_memory less the control area.
   uint64_t budget() const { return pool_.budget(); }
+  // The batch size the pool has learnt (0 before the first batch).
+  uint64_t expected_batch_bytes() const { return pool_.expected(); }
 
  private:
   Engine(const EngineOptions& o, std::shared_ptr<Arena> a);

@@ -108,6 +108,10 @@ class Scheduler {
   uint64_t generation() const { return generation_; }
   // Iterable datasets: the next batch goes to `worker` (round robin on from it).
   void StartRoundRobinAt(uint32_t worker) { cycle_ = worker % opts_.num_workers; }
+  // Batches in flight from now on (at least 1); fewer than in flight now
+  // takes effect as those complete.
+  void SetPrefetch(uint32_t prefetch) { opts_.prefetch = prefetch ? prefetch : 1; }
+  uint32_t prefetch() const { return opts_.prefetch; }
   // Produces the next outcome, waiting at most timeout_ns (< 0: no limit).
   // Returns Interrupted when a signal arrived while waiting: handle it and
   // call again (no state is lost).

@@ -127,7 +127,11 @@ def test_a_replacement_worker_continues_the_dead_ones_random_streams(caplog):
     base = Baseline()
     kw = dict(batch_size=4, shuffle=True, num_workers=2)
     expected = batches(torch.utils.data.DataLoader, Augmented(), **kw)[0]
-    loader = stoker.DataLoader(Augmented(), generator=torch.Generator().manual_seed(1), max_worker_restarts=4, **kw)
+    # prefetch_factor=2 (torch's depth): the workers are still loading when
+    # they are killed (left to stoker, tiny batches go deeper and a short
+    # epoch is all loaded before the later kills).
+    loader = stoker.DataLoader(Augmented(), generator=torch.Generator().manual_seed(1), max_worker_restarts=4,
+                               prefetch_factor=2, **kw)
     it = iter(loader)
     got = []
     with caplog.at_level(logging.WARNING, logger="stoker"):

@@ -20,7 +20,8 @@ class Slow(Dataset):
 
 
 def test_stats_show_memory_by_process_and_by_slot_state():
-    loader = stoker.DataLoader(BigDataset(64, 4096), batch_size=4, num_workers=2, max_memory=32 << 20)
+    loader = stoker.DataLoader(BigDataset(64, 4096), batch_size=4, num_workers=2, max_memory=32 << 20,
+                               prefetch_factor=2)
     assert loader.stats() == {}, "no iterator yet"
     it = iter(loader)
     held = [next(it) for _ in range(3)]
@@ -87,3 +88,23 @@ def test_progress_without_tqdm(capsys, monkeypatch):
     assert len(list(stoker.DataLoader(BigDataset(16, 64), batch_size=4, num_workers=0, progress=True))) == 4
     err = capsys.readouterr().err
     assert "stoker: 4/4 batches" in err and "MB/s" in err and err.endswith("\n"), err
+
+
+def _in_flight_after_a_pause(loader):
+    it = iter(loader)
+    first = [next(it), next(it)]  # (the depth is chosen at the first; the second sends out more)
+    time.sleep(0.5)  # the workers fill what they may
+    q = loader.stats(memory=False)["queues"]
+    del first, it
+    return q["in_progress"] + q["reorder_buffer"]
+
+
+def test_small_batches_load_further_ahead_when_prefetch_factor_is_left_to_stoker():
+    small = BigDataset(400, 16)  # 256-byte batches
+    assert _in_flight_after_a_pause(stoker.DataLoader(small, batch_size=4, num_workers=2)) > 2 * 2
+    assert _in_flight_after_a_pause(stoker.DataLoader(small, batch_size=4, num_workers=2)) <= 32 * 2
+    # prefetch_factor given: torch's depth, as asked.
+    assert _in_flight_after_a_pause(stoker.DataLoader(small, batch_size=4, num_workers=2, prefetch_factor=2)) <= 2 * 2
+    # Batches of an eighth of the budget for two workers: torch's depth.
+    big = BigDataset(40, 256 << 10)  # 4 MiB batches, 32 MiB budget
+    assert _in_flight_after_a_pause(stoker.DataLoader(big, batch_size=4, num_workers=2, max_memory=32 << 20)) <= 2 * 2

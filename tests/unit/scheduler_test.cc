@@ -85,6 +85,39 @@ TEST(Scheduler, InOrderBatchKGoesToWorkerKModN) {
   Reap(e, {p0, p1, p2});
 }
 
+// The batches in flight can be changed within an epoch (the Python loader
+// deepens them once it knows its batches are small): more go out at once,
+// and delivery stays complete and in order either way.
+TEST(Scheduler, PrefetchChangesWithinAnEpoch) {
+  Watchdog dog(std::chrono::seconds(60), "PrefetchChangesWithinAnEpoch");
+  auto e = MakeEngine(2);
+  pid_t p0 = ForkWorker(e, 0, 4096, 500), p1 = ForkWorker(e, 1, 4096, 500);
+  Scheduler s(e, SchedulerOptions{2, 2, true, false});
+  RangeSource src(100);
+  s.Reset(&src, false);
+  std::vector<uint64_t> seen;
+  size_t most_in_flight = 0;
+  for (;;) {
+    Outcome o;
+    ASSERT_TRUE(s.Next(10'000'000'000, &o).ok());
+    if (o.kind == Outcome::Kind::kEnd) break;
+    ASSERT_EQ(o.kind, Outcome::Kind::kBatch);
+    seen.push_back(o.batch_id);
+    if (seen.size() == 10) s.SetPrefetch(16);
+    if (seen.size() == 60) s.SetPrefetch(0);  // (at least one)
+    if (seen.size() < 10) EXPECT_LE(s.QueueDepths().in_progress, 2u);
+    most_in_flight = std::max(most_in_flight, s.QueueDepths().in_progress + s.QueueDepths().ready);
+    src.Drop(o.token);
+    e->MarkHeld(o.slot);
+    e->Release(o.slot);
+  }
+  EXPECT_EQ(s.prefetch(), 1u);
+  EXPECT_GT(most_in_flight, 2u);
+  ASSERT_EQ(seen.size(), 100u);
+  for (uint64_t i = 0; i < 100; ++i) EXPECT_EQ(seen[i], i);
+  Reap(e, {p0, p1});
+}
+
 // Two workers that die before one wait ends are two outcomes: the second
 // death was dropped, and the loop then waited forever for its batches.
 TEST(Scheduler, TwoDeathsInOneWaitAreBothReported) {
