@@ -93,10 +93,10 @@ class _StokerIter(_BaseDataLoaderIter):
         # kernel preempts holds up the batch it owns, and the others run only
         # prefetch_factor batches ahead of it.  With prefetch_factor left to
         # stoker, small batches go deeper (up to _DEEP per worker) once the
-        # pool has learnt their size (docs/benchmarks.md: a third more batches
-        # a second for one-sample batches); large ones keep torch's depth.
-        self._deepen = (not getattr(loader, "_stoker_prefetch_chosen", True) and self._in_order and not self._is_iterable and nw >= 2
-                        and self._native_ds is None)
+        # pool has learnt their size; large ones keep torch's depth
+        # (docs/benchmarks.md, "Deeper prefetch for small batches").
+        self._deepen = (not getattr(loader, "_stoker_prefetch_chosen", True) and self._in_order
+                        and not self._is_iterable and nw >= 2 and self._native_ds is None)
         most = _DEEP * nw if self._deepen else self._prefetch
         # A datapipe is sharded as torch shards it: between ranks here, or
         # between every worker of every rank in the workers.
