@@ -65,9 +65,9 @@ py::dict StatsDict(const StreamingStats& s) {
   d["bytes_in_flight"] = s.bytes_in_flight;
   d["evictions"] = s.evictions;
   d["verified_shards"] = s.verified_shards;
+  d["torn_shards"] = s.torn_shards;
   d["fetchers"] = s.fetchers;
   d["fetcher_cpus"] = s.fetcher_cpus;
-  d["torn_shards"] = s.torn_shards;
   d["remote_shards"] = s.remote_shards;
   d["remote_bytes"] = s.remote_bytes;
   d["seen_shards"] = s.seen_shards;

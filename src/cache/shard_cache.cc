@@ -395,13 +395,14 @@ Status ShardCache::Download(Store& store, const ShardInfo& shard, Pin* pin) {
     const bool resumed = have > 0;
     uint64_t got = 0;
     const uint64_t before = store.bytes_received();
-    // The CRC of a resumed part's bytes, then of the rest as it arrives
-    // (checked against the index's, and the stamp's).
+    // The CRC of a resumed part's bytes, then of the rest as it arrives,
+    // where something checks it: the index's, or the stamp (not durable).
+    const bool want_crc = shard.has_crc || !durable_;
     uint32_t crc = 0;
-    if (resumed) {
+    if (want_crc && resumed) {
       STOKER_ASSIGN_OR_RETURN(crc, FileCrc32c(fd.get(), have, part));
     }
-    Status s = store.Download(shard.name, fd.get(), shard.size, &got, &crc);
+    Status s = store.Download(shard.name, fd.get(), shard.size, &got, want_crc ? &crc : nullptr);
     bytes_downloaded_ += store.bytes_received() - before;
     if (!s.ok()) return Status::FromCode(s.code(), "shard " + shard.name + ": " + s.message());
     if (shard.has_crc) {

@@ -284,9 +284,9 @@ StreamingStats StreamingDataset::stats() const {
   s.bytes_in_flight = m.bytes_in_flight;
   s.evictions = m.cache->evictions();
   s.verified_shards = m.cache->verified();
+  s.torn_shards = m.cache->torn();
   s.fetchers = m.fetchers;
   s.fetcher_cpus = m.o.fetcher_cpus;
-  s.torn_shards = m.cache->torn();
   s.remote_shards = m.shards.size();
   s.remote_bytes = m.remote_bytes;
   for (uint32_t i = 0; i < m.shards.size(); ++i)
