@@ -236,8 +236,6 @@ class StreamingDataset(NativeDataset):
             "durable": bool(durable),
             "store": {"attempts": int(attempts), "backoff_s": float(backoff_s), "max_backoff_s": float(max_backoff_s),
                       "connect_timeout_s": float(connect_timeout_s), "stall_timeout_s": float(stall_timeout_s)},
-            "shards": [(n, size, crc, count) for n, size, crc, count in self._native.remote_shards]
-            if mode == "full" else None,
         }
 
     # ---- reading, here or in a worker process ----------------------------
@@ -246,10 +244,18 @@ class StreamingDataset(NativeDataset):
         """This is the process that opened it (its fetcher threads run here)."""
         return self._native is not None and os.getpid() == self._pid
 
+    def _view_spec(self) -> dict:
+        """_spec with the shard list a view reads by: the native object's
+        (an immutable list, readable in a forked child too), or the one an
+        unpickled view came with."""
+        if "shards" in self._spec or self._spec["mode"] != "full":
+            return self._spec
+        return dict(self._spec, shards=list(self._native.remote_shards))
+
     def _reader(self):
         from stoker._stream_view import StreamView
         if self._view is None or self._view.pid != os.getpid():
-            self._view = StreamView(self._spec)
+            self._view = StreamView(self._view_spec())
         return self._view
 
     def __len__(self) -> int:
@@ -279,7 +285,7 @@ class StreamingDataset(NativeDataset):
         if self._spec["mode"] != "full" or self._spec["max_bytes"] == 0:
             from stoker._stream_view import StreamView
             StreamView(self._spec)  # raises what to do instead
-        return (_rebuild_view, (self._spec, self._transform))
+        return (_rebuild_view, (self._view_spec(), self._transform))
 
     @property
     def mode(self) -> str:
