@@ -2,7 +2,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <iterator>
 #include <map>
 
 #include <pybind11/pybind11.h>
@@ -78,17 +80,21 @@ py::dict StatsDict(const StreamingStats& s) {
   return d;
 }
 
-// An s3:// store's options, by boto3's names (stoker.cache checks the keys).
+// An s3:// store's options, by boto3's names: the one list of them.
 S3Options S3FromMap(const std::map<std::string, std::string>& m) {
+  static const std::pair<const char*, std::string S3Options::*> kKeys[] = {
+      {"endpoint_url", &S3Options::endpoint},           {"region_name", &S3Options::region},
+      {"profile_name", &S3Options::profile},            {"aws_access_key_id", &S3Options::access_key_id},
+      {"aws_secret_access_key", &S3Options::secret_access_key}, {"aws_session_token", &S3Options::session_token}};
   S3Options o;
   for (const auto& [k, v] : m) {
-    if (k == "region_name") o.region = v;
-    else if (k == "endpoint_url") o.endpoint = v;
-    else if (k == "profile_name") o.profile = v;
-    else if (k == "aws_access_key_id") o.access_key_id = v;
-    else if (k == "aws_secret_access_key") o.secret_access_key = v;
-    else if (k == "aws_session_token") o.session_token = v;
-    else Throw(Status::InvalidArgument("storage_options: unknown key '" + k + "'"));
+    const auto* key = std::find_if(std::begin(kKeys), std::end(kKeys), [&](const auto& e) { return k == e.first; });
+    if (key == std::end(kKeys)) {
+      std::string names;
+      for (const auto& e : kKeys) names += std::string(names.empty() ? "" : ", ") + e.first;
+      Throw(Status::InvalidArgument("storage_options has no key '" + k + "'; the keys are " + names));
+    }
+    o.*(key->second) = v;
   }
   return o;
 }

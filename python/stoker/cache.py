@@ -43,25 +43,19 @@ try:
 except ImportError:  # pragma: no cover - numpy-only use
     _SamplerBase = object
 
-_S3_KEYS = ("endpoint_url", "region_name", "profile_name", "aws_access_key_id", "aws_secret_access_key",
-            "aws_session_token")
-
-
 def _storage_options(options: Mapping[str, str] | None, where: str) -> dict:
-    """An s3:// store's options, by boto3's names; each one left out is found
-    as the AWS SDKs find it (the environment, ~/.aws/credentials, ~/.aws/config)."""
+    """An s3:// store's options, by boto3's names (the extension knows them
+    and names an unknown one); each one left out, or None, is found as the
+    AWS SDKs find it (the environment, ~/.aws/credentials, ~/.aws/config)."""
     if options is None:
         return {}
     if not isinstance(options, Mapping):
         raise TypeError(f"{where}: storage_options should be a dict, got {type(options).__name__}")
     out = {}
     for k, v in options.items():
-        if k not in _S3_KEYS:
-            raise ValueError(f"{where}: storage_options has no key {k!r}; the keys are {', '.join(_S3_KEYS)}")
-        if v is not None:
-            if not isinstance(v, str):
-                raise TypeError(f"{where}: storage_options[{k!r}] should be a str, got {type(v).__name__}")
-            out[k] = v
+        if v is not None and not isinstance(v, str):
+            raise TypeError(f"{where}: storage_options[{k!r}] should be a str, got {type(v).__name__}")
+        out[str(k)] = v or ""  # ("": not given)
     return out
 
 
