@@ -319,10 +319,11 @@ Status HttpStore::Download(const std::string& name, int fd, uint64_t expected_si
   });
 }
 
-Result<std::string> HttpStore::ReadAll(const std::string& name) {
-  const std::string url = Locate(name);
+Result<std::string> HttpStore::ReadAll(const std::string& name) { return GetAll(Locate(name), "GET " + Locate(name)); }
+
+Result<std::string> HttpStore::GetAll(const std::string& url, const std::string& what) {
   std::string out;
-  Status st = WithRetries("GET " + url, [&](bool* transient) -> Status {
+  Status st = WithRetries(what, [&](bool* transient) -> Status {
     out.clear();
     Response r = Perform(url, false, "", [&](const char* p, size_t k) {
       out.append(p, k);

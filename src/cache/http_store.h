@@ -66,6 +66,9 @@ class HttpStore : public Store {
   // waits between attempts as StoreOptions says, or as long as the last
   // answer's Retry-After asked.
   Status WithRetries(const std::string& what, const std::function<Status(bool* transient)>& attempt);
+  // The whole body of a GET of `url`, with retries (`what` names it in the
+  // error): ReadAll's, and S3's listing.
+  Result<std::string> GetAll(const std::string& url, const std::string& what);
   const std::string& base() const { return base_; }
   // False when libcurl could not make the handle (Create's error).
   bool ready() const { return curl_ != nullptr; }

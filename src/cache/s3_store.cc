@@ -165,19 +165,8 @@ Result<std::vector<StoreObject>> S3Store::List() {
     if (!token.empty()) q += "continuation-token=" + Encode(token, false) + "&";
     q += "delimiter=%2F&list-type=2";
     if (!dir.empty()) q += "&prefix=" + Encode(dir, false);
-    const std::string url = bucket_url_ + "?" + q;
-    std::string body;
-    Status st = WithRetries("ListObjectsV2 of s3://" + bucket_ + "/" + dir, [&](bool* transient) -> Status {
-      body.clear();
-      Response r = Perform(url, false, "", [&](const char* p, size_t k) {
-        body.append(p, k);
-        return true;
-      });
-      *transient = Transient(r);
-      if (r.code != CURLE_OK || r.status != 200) return Failure(r, url);
-      return Status::OK();
-    });
-    if (!st.ok()) return st;
+    STOKER_ASSIGN_OR_RETURN(std::string body,
+                            GetAll(bucket_url_ + "?" + q, "ListObjectsV2 of s3://" + bucket_ + "/" + dir));
     STOKER_ASSIGN_OR_RETURN(S3ListPage p, ParseS3ListPage(body));
     for (StoreObject& o : p.objects) {
       if (o.name.compare(0, dir.size(), dir) != 0) continue;
