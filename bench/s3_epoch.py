@@ -68,7 +68,8 @@ def main():
     ap.add_argument("--shards", type=int, default=16)
     ap.add_argument("--shard-mib", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--fetchers", type=int, default=2, help="stoker's download threads (its default: 2)")
+    ap.add_argument("--fetchers", type=int, default=2,
+                    help="stoker's download threads (2: what it chooses for a server of one's own)")
     a = ap.parse_args()
     fields = {"x.bin": ("uint8", (SAMPLE,)), "cls": "int"}
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:

@@ -37,7 +37,7 @@ class SeaweedS3:
         self.buckets = list(buckets)
         self.proc = None
         os.makedirs(os.path.join(self.workdir, "data"), exist_ok=True)
-        self.s3_port, self.filer_port, *self._other = _free_ports(12)
+        self.s3_port, self.filer_port, *self._other = _free_ports(10)
         with open(os.path.join(self.workdir, "s3.json"), "w") as f:
             json.dump({"identities": [{"name": "stoker", "credentials": [
                 {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
@@ -53,7 +53,7 @@ class SeaweedS3:
                 "aws_secret_access_key": SECRET_KEY, **kw}
 
     def start(self, timeout=60.0):
-        m, mg, v, vg, fg, a, ag, s3g, lance, iceberg = self._other
+        m, mg, v, vg, fg, a, ag, s3g = self._other
         cmd = [WEED, "mini", f"-dir={self.workdir}/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                f"-s3.config={self.workdir}/s3.json", f"-s3.port={self.s3_port}", f"-s3.port.grpc={s3g}",
                f"-master.port={m}", f"-master.port.grpc={mg}", f"-volume.port={v}", f"-volume.port.grpc={vg}",
