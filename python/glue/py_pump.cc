@@ -202,7 +202,9 @@ PyObject* Pump::InFlight() {
   if (!list) return nullptr;
   for (const stoker::InFlight& f : sched_.InFlightTasks()) {
     PyObject* idx = IndexOf(f.token);
-    PyObject* t = idx ? Py_BuildValue("(KIN)", static_cast<unsigned long long>(f.batch_id), f.worker, idx) : nullptr;
+    PyObject* t = idx ? Py_BuildValue("(KINO)", static_cast<unsigned long long>(f.batch_id), f.worker, idx,
+                                      f.finished ? Py_True : Py_False)
+                      : nullptr;
     if (!t || PyList_Append(list, t) != 0) {
       Py_XDECREF(t);
       Py_DECREF(list);

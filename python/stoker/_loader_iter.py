@@ -221,9 +221,9 @@ class _StokerIter(_BaseDataLoaderIter):
         logger.warning("stoker: DataLoader worker %d (pid %d) %s%s; starting a replacement (%d restart(s) left) "
                        "and loading its batches %s again", wid, pid, describe_exit(sig, code),
                        f" ({hint})" if hint else "", self._restarts_left, held)
-        mine = {b for b, w, _i in self._pump.in_flight() if w == wid}
+        mine = {b for b, w, _i, _done in self._pump.in_flight() if w == wid}
         self._pump.requeue(wid)
-        requeued = sorted(mine - {b for b, w, _i in self._pump.in_flight() if w == wid})
+        requeued = sorted(mine - {b for b, w, _i, _done in self._pump.in_flight() if w == wid})
         dead = self._workers[wid]
         _reaper.reap([dead], 0.0)
         rng = self._replacement_rng(wid, requeued)
@@ -399,9 +399,12 @@ class _StokerIter(_BaseDataLoaderIter):
         raise AssertionError(f"stoker: unknown pump outcome {code}")
 
     def _held_by(self):
+        """Each worker's unfinished batches (a finished one waiting for its
+        turn is no longer the worker's: its death loses nothing)."""
         held = collections.defaultdict(list)
-        for bid, wid, idx in self._pump.in_flight():
-            held[wid].append((bid, idx))
+        for bid, wid, idx, done in self._pump.in_flight():
+            if not done:
+                held[wid].append((bid, idx))
         return held
 
     def _raise_crash(self, wid, pid, code, sig):

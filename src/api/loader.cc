@@ -214,7 +214,7 @@ Status Loader::Next(Batch* out, bool* end_of_epoch) {
                                       : "exited with status " + std::to_string(o.exit.exit_code);
       std::string held;
       for (const InFlight& f : m.sched->InFlightTasks())
-        if (f.worker == o.worker) held += (held.empty() ? "" : ", ") + std::to_string(f.batch_id);
+        if (f.worker == o.worker && !f.finished) held += (held.empty() ? "" : ", ") + std::to_string(f.batch_id);
       m.broken = Status::WorkerDied("worker process " + std::to_string(o.worker) + " (pid " +
                                     std::to_string(o.exit.pid) + ") " + how +
                                     (held.empty() ? "" : " while loading batch(es) " + held) +
@@ -229,8 +229,9 @@ Status Loader::Next(Batch* out, bool* end_of_epoch) {
     case Outcome::Kind::kTimeout: {
       std::string flight;
       for (const InFlight& f : m.sched->InFlightTasks())
-        flight += (flight.empty() ? "" : ", ") + std::string("batch ") + std::to_string(f.batch_id) + " on worker " +
-                  std::to_string(f.worker);
+        if (!f.finished)
+          flight += (flight.empty() ? "" : ", ") + std::string("batch ") + std::to_string(f.batch_id) + " on worker " +
+                    std::to_string(f.worker);
       return Status::Timeout("no batch within timeout_s=" + std::to_string(m.o.timeout_s) + " s (in flight: " +
                              (flight.empty() ? "nothing" : flight) + ")");
     }

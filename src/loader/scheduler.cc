@@ -212,10 +212,7 @@ Status Scheduler::Requeue(uint32_t worker) {
       ++it;
       continue;
     }
-    const bool finished = opts_.in_order ? ready_in_order_.count(it->first) > 0
-                                         : std::any_of(ready_fifo_.begin(), ready_fifo_.end(),
-                                                       [&](const auto& r) { return r.first == it->first; });
-    if (finished) {
+    if (Finished(it->first)) {
       ++it;
       continue;
     }
@@ -387,9 +384,15 @@ Scheduler::Depths Scheduler::QueueDepths() const {
   return d;
 }
 
+bool Scheduler::Finished(uint64_t batch_id) const {
+  return opts_.in_order ? ready_in_order_.count(batch_id) > 0
+                        : std::any_of(ready_fifo_.begin(), ready_fifo_.end(),
+                                      [&](const auto& r) { return r.first == batch_id; });
+}
+
 std::vector<InFlight> Scheduler::InFlightTasks() const {
   std::vector<InFlight> v;
-  for (const auto& [bid, t] : tasks_) v.push_back(InFlight{bid, t.worker, t.token});
+  for (const auto& [bid, t] : tasks_) v.push_back(InFlight{bid, t.worker, t.token, Finished(bid)});
   return v;
 }
 

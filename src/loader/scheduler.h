@@ -79,6 +79,7 @@ struct InFlight {
   uint64_t batch_id;
   uint32_t worker;
   uint64_t token;
+  bool finished;  // done, waiting in the reorder buffer: no longer the worker's (its death loses nothing)
 };
 
 class Scheduler {
@@ -177,6 +178,8 @@ class Scheduler {
   bool ReadyInSlots() const;
   bool Busy(int worker);  // returns false, so the same worker is tried next
   void QueueRetry(uint64_t batch_id, TaskSpec spec, int worker);
+  // Batch `batch_id` is done and waits in the reorder buffer (or the FIFO).
+  bool Finished(uint64_t batch_id) const;
   Status OutOfMemory();
   void FillOrDefer();
   int PickWorker(uint64_t batch_id);

@@ -118,6 +118,36 @@ TEST(Scheduler, PrefetchChangesWithinAnEpoch) {
   Reap(e, {p0, p1});
 }
 
+// A batch a worker finished that waits for its turn is no longer the
+// worker's: what a crash or a timeout report names as held is what is
+// still being loaded.
+TEST(Scheduler, InFlightTasksSayWhichAreFinished) {
+  Watchdog dog(std::chrono::seconds(60), "InFlightTasksSayWhichAreFinished");
+  auto e = MakeEngine(2);
+  pid_t p0 = ForkWorker(e, 0, 4096, 300000), p1 = ForkWorker(e, 1, 4096);  // worker 0: 300 ms a batch
+  Scheduler s(e, SchedulerOptions{2, 4, true, false});
+  RangeSource src(4);
+  s.Reset(&src, false);
+  Outcome o;
+  ASSERT_TRUE(s.Next(100'000'000, &o).ok());  // batch 0 is not done in 100 ms; 1 and 3 are
+  ASSERT_EQ(o.kind, Outcome::Kind::kTimeout);
+  std::vector<InFlight> f = s.InFlightTasks();
+  ASSERT_EQ(f.size(), 4u);
+  for (const InFlight& t : f) {
+    EXPECT_EQ(t.worker, t.batch_id % 2);
+    EXPECT_EQ(t.finished, t.worker == 1) << "batch " << t.batch_id;
+  }
+  for (int n = 0; n < 4;) {
+    ASSERT_TRUE(s.Next(10'000'000'000, &o).ok());
+    ASSERT_EQ(o.kind, Outcome::Kind::kBatch);
+    ++n;
+    src.Drop(o.token);
+    e->MarkHeld(o.slot);
+    e->Release(o.slot);
+  }
+  Reap(e, {p0, p1});
+}
+
 // Two workers that die before one wait ends are two outcomes: the second
 // death was dropped, and the loop then waited forever for its batches.
 TEST(Scheduler, TwoDeathsInOneWaitAreBothReported) {
