@@ -13,10 +13,12 @@ PY="$VENV/bin/python"
 
 apt_deps() {
   # protobuf: TFRecord's tf.train.Example (stoker.io); libcurl: HTTP stores;
-  # ISA-L: fast CRC-32C (shards and TFRecord records are checked with it).
+  # ISA-L: fast CRC-32C (shards and TFRecord records are checked with it);
+  # libjpeg-turbo and libspng: stoker.vision's JPEG and PNG decoders.
   # The test run also needs GoogleTest, Google Benchmark, clang's libFuzzer
   # (tests/fuzz) and nginx (the HTTP store's tests serve files with it).
-  local pkgs=(g++ cmake ninja-build libprotobuf-dev protobuf-compiler libcurl4-openssl-dev libisal-dev "$@")
+  local pkgs=(g++ cmake ninja-build libprotobuf-dev protobuf-compiler libcurl4-openssl-dev libisal-dev
+              libturbojpeg0-dev libspng-dev "$@")
   local missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   if ((${#missing[@]})); then

@@ -37,6 +37,11 @@ struct FieldSpec {
 // CRC, truncated, a feature of the wrong type or shape).
 enum class OnError : uint8_t { kRaise = 0, kSkip = 1 };
 
+// How a sample (and so a batch) is laid out: a dict by field name (one
+// unnamed field: the tensor itself), or a tuple of the fields in order (a
+// batch: a list, as torch's default_collate makes of tuples).
+enum class SampleStructure : uint8_t { kDict = 0, kTuple = 1 };
+
 class NativeDataset {
  public:
   virtual ~NativeDataset() = default;
@@ -47,6 +52,11 @@ class NativeDataset {
   virtual Status Read(uint64_t index, uint8_t* const* dst) = 0;
   // A short description for messages ("raw file /data/x.bin").
   virtual std::string Describe() const = 0;
+  // One sample, for messages: its file where it has one of its own.
+  virtual std::string DescribeSample(uint64_t index) const {
+    return "sample " + std::to_string(index) + " of " + Describe();
+  }
+  virtual SampleStructure structure() const { return SampleStructure::kDict; }
 
   // Variable fields only: the bytes of each field of sample `index`
   // (bytes[f]; fixed fields get fields()[f].bytes()).
@@ -80,6 +90,9 @@ class NativeDataset {
                                                    "(it describes an epoch's shards)");
   }
 
+  // The seed a loader draws from its generator for the epoch, for
+  // transforms whose randomness comes from the loader's generator.
+  virtual void SetSeed(uint64_t) {}
   // The epoch, for transforms whose randomness depends on it.
   virtual void SetEpoch(uint64_t epoch) { epoch_.store(epoch, std::memory_order_relaxed); }
   uint64_t epoch() const { return epoch_.load(std::memory_order_relaxed); }

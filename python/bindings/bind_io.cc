@@ -104,6 +104,9 @@ void BindIo(py::module_& m) {
              return py::cast(t->index_paths()); })
       .def("describe", &NativeDataset::Describe)
       .def("set_epoch", &NativeDataset::SetEpoch)
+      .def("set_seed", &NativeDataset::SetSeed)
+      .def_property_readonly("structure", [](NativeDataset& d) {
+             return d.structure() == SampleStructure::kTuple ? "tuple" : "dict"; })
       .def_property_readonly("skipped", &NativeDataset::skipped)
       .def_property_readonly("last_skipped", &NativeDataset::last_skipped)
       .def_property_readonly("on_error", [](NativeDataset& d) { return d.on_error() == OnError::kSkip ? "skip" : "raise"; })

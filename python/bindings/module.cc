@@ -17,6 +17,7 @@ void BindShared(pybind11::module_& m);
 void BindProc(pybind11::module_& m);
 void BindIo(pybind11::module_& m);
 void BindCache(pybind11::module_& m);
+void BindVision(pybind11::module_& m);
 }  // namespace stoker::glue
 
 PYBIND11_MODULE(_stoker, m) {
@@ -35,4 +36,5 @@ PYBIND11_MODULE(_stoker, m) {
   stoker::glue::BindProc(m);
   stoker::glue::BindIo(m);
   stoker::glue::BindCache(m);
+  stoker::glue::BindVision(m);
 }

@@ -21,7 +21,7 @@ def get_worker_info():
 
 #: Submodules that `import stoker` makes reachable as attributes
 #: (stoker.shared.Array, stoker.io.TFRecordDataset, ...), imported on first use.
-_SUBMODULES = ("shared", "io", "cache", "distributed", "errors", "accelerate")
+_SUBMODULES = ("shared", "io", "cache", "distributed", "errors", "accelerate", "vision")
 
 TORCH_MISSING = ("stoker.DataLoader is built on torch.utils.data.DataLoader and needs PyTorch, also with "
                  "output='numpy': install it with `pip install torch` (or `pip install torch==<version>` to pin "

@@ -271,6 +271,12 @@ class _StokerIter(_BaseDataLoaderIter):
         elif not self._num_workers:  # batches of the native order, with no list of every index
             self._sampler_iter = _sampling.batches(native_order, loader.batch_size, loader.drop_last,
                                                    self._pending_generators)
+        if self._native_ds is not None:
+            # Native random transforms (stoker.vision) draw from the loader's
+            # generator: its seed for this iterator, and a new one per epoch
+            # of a persistent iterator (torch's workers' streams go on too).
+            self._native_resets = 0 if first_iter else self._native_resets + 1
+            self._native_ds.set_seed((self._base_seed + 0x9E3779B97F4A7C15 * self._native_resets) % 2 ** 64)
         self._local_skip = set()
         self._delivered_local = 0
         if not first_iter:
@@ -665,6 +671,8 @@ def _native_source(loader, is_iterable):
     if is_iterable or not isinstance(ds, NativeDataset) or loader.worker_init_fn is not None:
         return None
     if getattr(ds, "_transform", None) is not None:  # a Python transform (StreamingDataset(transform=))
+        return None
+    if not getattr(ds, "_native_loadable", True):  # stoker.vision: a Python transform, or images of many sizes
         return None
     collate = loader._user_collate_fn
     if not (_is_default(collate, "default_collate") or _is_default(collate, "default_convert")):

@@ -7,8 +7,12 @@
 namespace stoker {
 
 NativeCollate::NativeCollate(const std::vector<FieldSpec>& fields, uint64_t n, bool batched,
-                                     const std::vector<uint64_t>* sample_bytes)
-    : fields_(fields), n_(n), batched_(batched), dict_(!(fields.size() == 1 && fields[0].name.empty())) {
+                                     const std::vector<uint64_t>* sample_bytes, SampleStructure structure)
+    : fields_(fields),
+      n_(n),
+      batched_(batched),
+      dict_(structure == SampleStructure::kDict && !(fields.size() == 1 && fields[0].name.empty())),
+      tuple_(structure == SampleStructure::kTuple) {
   const size_t nf = fields_.size();
   sample_bytes_.resize(n * nf);
   for (uint64_t i = 0; i < n; ++i)
@@ -50,6 +54,9 @@ void NativeCollate::BuildTree(TreeWriter* tree, const std::vector<uint64_t>* kep
   };
   if (dict_) {
     tree->PutTag(Tag::kDict);
+    tree->Put<uint32_t>(static_cast<uint32_t>(nf));
+  } else if (tuple_) {
+    tree->PutTag(batched_ ? Tag::kList : Tag::kTuple);
     tree->Put<uint32_t>(static_cast<uint32_t>(nf));
   }
   for (size_t f = 0; f < nf; ++f) {

@@ -3,7 +3,8 @@
 //   - a fixed field is one tensor [n, *shape] (without the n for an unbatched
 //     sample, batch_size=None);
 //   - a variable field is a list of n 1-D tensors, each its own length;
-//   - one unnamed field is the batch itself, else a dict by field name.
+//   - one unnamed field is the batch itself, else a dict by field name, or
+//     for a dataset of tuples a list of the fields (a tuple unbatched).
 // The header is written last (WriteHeader), when it is known which samples
 // were kept: a sample skipped as bad is left out and the rest close ranks.
 #ifndef STOKER_COLLATE_NATIVE_COLLATE_H_
@@ -24,7 +25,8 @@ class NativeCollate {
   // sample_bytes (n x fields, row per sample) is needed when a field is
   // variable; fixed fields' entries are ignored.
   NativeCollate(const std::vector<FieldSpec>& fields, uint64_t n, bool batched = true,
-                    const std::vector<uint64_t>* sample_bytes = nullptr);
+                    const std::vector<uint64_t>* sample_bytes = nullptr,
+                    SampleStructure structure = SampleStructure::kDict);
   uint64_t total_bytes() const { return total_; }
   // Where sample i of field f goes.
   uint8_t* Sample(uint8_t* region, size_t f, uint64_t i) const {
@@ -38,7 +40,7 @@ class NativeCollate {
   void BuildTree(TreeWriter* tree, const std::vector<uint64_t>* kept) const;
   std::vector<FieldSpec> fields_;
   uint64_t n_;
-  bool batched_, dict_;
+  bool batched_, dict_, tuple_;
   std::vector<uint64_t> offsets_;                   // fixed fields
   std::vector<std::vector<uint64_t>> var_offsets_;  // variable fields, per sample
   std::vector<uint64_t> sample_bytes_;              // n x fields

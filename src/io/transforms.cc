@@ -303,6 +303,9 @@ class Transformed : public NativeDataset {
   uint64_t size() const override { return base_->size(); }
   const std::vector<FieldSpec>& fields() const override { return fields_; }
   std::string Describe() const override { return base_->Describe(); }
+  std::string DescribeSample(uint64_t index) const override { return base_->DescribeSample(index); }
+  SampleStructure structure() const override { return base_->structure(); }
+  void SetSeed(uint64_t seed) override { base_->SetSeed(seed); }
   const std::shared_ptr<NativeDataset>& base() const { return base_; }
   const std::vector<Chain>& chains() const { return chains_; }
   void SetEpoch(uint64_t e) override {

@@ -123,7 +123,7 @@ void RunNativeWorker(std::shared_ptr<Arena> arena, NativeDataset& dataset, uint3
       continue;
     }
     // batch_size=None (kIndex): one sample, without a batch dimension.
-    NativeCollate layout(fields, n, t.kind == TaskKind::kIndices, variable ? &sizes : nullptr);
+    NativeCollate layout(fields, n, t.kind == TaskKind::kIndices, variable ? &sizes : nullptr, dataset.structure());
     Result<uint8_t*> region = port.Reserve(t.slot, layout.total_bytes());
     if (region.status().IsCancelled()) {
       port.Publish(t.slot, SlotResult::kCancelled, 0);

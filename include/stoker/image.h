@@ -1,0 +1,41 @@
+// Image decoding (stoker.vision): JPEG with libjpeg-turbo's TurboJPEG API,
+// PNG with libspng, always to 8-bit RGB (height x width x 3, row-major) as
+// PIL's Image.convert("RGB") gives it: grayscale repeated, alpha dropped,
+// palette looked up, CMYK converted with PIL's formula.
+//
+// Thread-safe; no Python.  Every refusal is DataLoss (the readers' skip
+// option can leave the sample out): truncated or corrupt data, an empty
+// buffer, an unknown format, or more pixels than the limit (a decompression
+// bomb, refused from the header before anything is allocated).
+#ifndef STOKER_IMAGE_H_
+#define STOKER_IMAGE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker {
+
+enum class ImageFormat : uint8_t { kJpeg, kPng };
+
+struct ImageInfo {
+  ImageFormat format = ImageFormat::kJpeg;
+  int64_t height = 0, width = 0;
+};
+
+// PIL refuses an image above 2 x Image.MAX_IMAGE_PIXELS (89,478,485) pixels
+// as a decompression bomb; stoker does too by default.
+inline constexpr uint64_t kDefaultMaxImagePixels = 2ull * 89478485ull;
+
+// The format and size from the header, without decoding.
+Result<ImageInfo> ReadImageInfo(const uint8_t* data, size_t size);
+
+// Decodes to RGB into `rgb` (resized to height * width * 3).  An image of
+// more than `max_pixels` pixels is refused before anything is allocated.
+Result<ImageInfo> DecodeImage(const uint8_t* data, size_t size, uint64_t max_pixels, std::vector<uint8_t>* rgb);
+
+}  // namespace stoker
+
+#endif  // STOKER_IMAGE_H_
