@@ -13,9 +13,9 @@ if [ -z "$CXX_CLANG" ]; then
 fi
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_CXX_COMPILER="$CXX_CLANG" -DSTOKER_BUILD_FUZZERS=ON \
   -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_BENCH=OFF >/dev/null
-cmake --build build/fuzz --target stoker_fuzz_tfrecord stoker_fuzz_tar
+cmake --build build/fuzz --target stoker_fuzz_tfrecord stoker_fuzz_tar stoker_fuzz_image
 mkdir -p build/fuzz/crashes
-for target in tfrecord tar; do
+for target in tfrecord tar image; do
   scratch="$(mktemp -d)"
   cp tests/fuzz/corpus/"$target"/* "$scratch"/
   if ! build/fuzz/stoker_fuzz_"$target" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \

@@ -63,6 +63,11 @@ class ImagePipeline {
   // the image).  Thread-safe.
   Status Run(const uint8_t* rgb, int64_t h, int64_t w, uint64_t random, uint8_t* dst) const;
 
+  // The box (top, left, height, width) that step `step` (a
+  // RandomResizedCrop) takes from an image of h x w at that
+  // step for the word `random` (for tests of the sampling).
+  Status CropBox(size_t step, int64_t h, int64_t w, uint64_t random, int64_t box[4]) const;
+
   std::string Describe() const;
   const std::vector<ImageOp>& ops() const { return ops_; }
 

@@ -87,6 +87,10 @@ void BindVision(py::module_& m) {
              auto p = Check(ImagePipeline::Make(std::move(ops)));
              return std::const_pointer_cast<ImagePipeline>(p); })
       .def("describe", &ImagePipeline::Describe)
+      .def("crop_box", [](const ImagePipeline& p, size_t step, int64_t h, int64_t w, uint64_t random) {
+             int64_t box[4];
+             Check(p.CropBox(step, h, w, random, box));
+             return py::make_tuple(box[0], box[1], box[2], box[3]); })
       .def_property_readonly("dtype", [](const ImagePipeline& p) { return DTypeName(static_cast<DType>(p.dtype())); })
       .def_property_readonly("fixed_size", [](const ImagePipeline& p) -> py::object {
              if (!p.fixed_size()) return py::none();

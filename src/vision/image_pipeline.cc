@@ -441,6 +441,14 @@ Status ImagePipeline::Run(const uint8_t* rgb, int64_t h, int64_t w, uint64_t ran
   return Status::OK();
 }
 
+Status ImagePipeline::CropBox(size_t step, int64_t h, int64_t w, uint64_t random, int64_t box[4]) const {
+  if (step >= ops_.size() || ops_[step].kind != Kind::kRandomResizedCrop)
+    return Status::InvalidArgument("step " + std::to_string(step) + " is not a RandomResizedCrop");
+  Draws d(random, step);
+  ResizedCropBox(ops_[step], h, w, &d, &box[0], &box[1], &box[2], &box[3]);
+  return Status::OK();
+}
+
 std::string ImagePipeline::Describe() const {
   std::string s = "Compose([";
   for (size_t i = 0; i < ops_.size(); ++i) s += (i ? ", " : "") + ops_[i].Describe();

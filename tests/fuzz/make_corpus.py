@@ -57,6 +57,28 @@ def main():
         info.size = 1
         t.addfile(info, pyio.BytesIO(b"5"))
     put("tar", "gnu_longname", buf.getvalue())
+    images()
+
+
+def images():
+    """Small JPEGs and PNGs of every mode the decoders convert, and damaged
+    ones; the first byte is the target's random word."""
+    from PIL import Image
+    rng = np.random.default_rng(0)
+    rgb = Image.fromarray(rng.integers(0, 256, (12, 17, 3), dtype=np.uint8))
+    for mode, fmt in [("RGB", "JPEG"), ("L", "JPEG"), ("CMYK", "JPEG"), ("RGB", "PNG"), ("L", "PNG"),
+                      ("LA", "PNG"), ("RGBA", "PNG"), ("P", "PNG"), ("I;16", "PNG")]:
+        buf = pyio.BytesIO()
+        im = rgb.convert(mode) if mode != "I;16" else Image.fromarray(rng.integers(0, 65536, (9, 5), dtype=np.uint16))
+        im.save(buf, fmt, **({"quality": 75} if fmt == "JPEG" else {}))
+        data = buf.getvalue()
+        name = f"{fmt.lower()}_{mode.replace(';', '')}"
+        put("image", name, b"\x07" + data)
+        put("image", name + "_truncated", b"\x03" + data[: len(data) * 2 // 3])
+    buf = pyio.BytesIO()
+    rgb.save(buf, "JPEG", progressive=True, quality=60)
+    put("image", "jpeg_progressive", b"\x01" + buf.getvalue())
+    put("image", "empty", b"\x00")
 
 
 if __name__ == "__main__":
