@@ -18,7 +18,7 @@ apt_deps() {
   # The test run also needs GoogleTest, Google Benchmark, clang's libFuzzer
   # (tests/fuzz) and nginx (the HTTP store's tests serve files with it).
   local pkgs=(g++ cmake ninja-build libprotobuf-dev protobuf-compiler libcurl4-openssl-dev libisal-dev
-              libturbojpeg0-dev libspng-dev "$@")
+              libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev "$@")
   local missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   if ((${#missing[@]})); then
@@ -31,7 +31,9 @@ python_env() {
   [ -x "$PY" ] || python3 -m venv "$VENV"
   # torch is pinned: an unpinned torch would pull the CUDA build.  Extra
   # packages (the tests' lightning and accelerate) resolve against that pin.
-  "$PY" -m pip install -q --disable-pip-version-check torch==2.13.0 numpy pytest tqdm \
+  # pillow: the image workload's torch baseline (PIL decoding) and the tests'
+  # reference decoder.
+  "$PY" -m pip install -q --disable-pip-version-check torch==2.13.0 numpy pytest tqdm pillow \
       "scikit-build-core>=0.9" "pybind11>=2.12" cmake ninja "$@"
   echo "== building and installing stoker"
   "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation .

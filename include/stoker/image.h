@@ -36,6 +36,21 @@ Result<ImageInfo> ReadImageInfo(const uint8_t* data, size_t size);
 // more than `max_pixels` pixels is refused before anything is allocated.
 Result<ImageInfo> DecodeImage(const uint8_t* data, size_t size, uint64_t max_pixels, std::vector<uint8_t>* rgb);
 
+// A box of an image, in pixels.
+struct ImageBox {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+};
+
+// Decodes only the part of a JPEG a crop keeps, with libjpeg-turbo's
+// partial decoding: rows above `want` are skipped (entropy-decoded only),
+// rows below are never decoded, and columns outside it are not transformed.
+// The pixels equal a full decode's.  libjpeg-turbo widens the columns to
+// whole blocks: the return value is the box decoded (rows of its width, in
+// `rgb`), which holds `want`.  InvalidArgument for a JPEG it does not cover
+// (CMYK): decode it whole instead.
+Result<ImageBox> DecodeJpegBox(const uint8_t* data, size_t size, const ImageBox& want, uint64_t max_pixels,
+                               std::vector<uint8_t>* rgb);
+
 }  // namespace stoker
 
 #endif  // STOKER_IMAGE_H_

@@ -59,8 +59,9 @@ class ImageDataset : public NativeDataset {
 
  private:
   ImageDataset() = default;
-  // Decodes sample `index` to RGB (thread-local); other base fields to dst.
-  Status Decode(uint64_t index, uint8_t* const* dst, const std::vector<uint8_t>** rgb, ImageInfo* info);
+  // Reads sample `index`: the encoded image to *encoded (thread-local),
+  // the base's other fields to dst.
+  Status ReadEncoded(uint64_t index, uint8_t* const* dst, const std::vector<uint8_t>** encoded);
   Status Fail(uint64_t index, const Status& why) const;
 
   std::shared_ptr<NativeDataset> base_;

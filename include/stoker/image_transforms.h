@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "stoker/image.h"
 #include "stoker/native_dataset.h"
 #include "stoker/status.h"
 
@@ -60,8 +61,14 @@ class ImagePipeline {
 
   // Runs on RGB pixels (h x w x 3) and writes 3 x oh x ow of dtype() to
   // dst.  InvalidArgument if a step cannot apply (a RandomCrop larger than
-  // the image).  Thread-safe.
-  Status Run(const uint8_t* rgb, int64_t h, int64_t w, uint64_t random, uint8_t* dst) const;
+  // the image).  Thread-safe.  With `box`, rgb holds only that box of the
+  // h x w image (rows of box->width pixels), which must hold LeadingCrop's.
+  Status Run(const uint8_t* rgb, int64_t h, int64_t w, uint64_t random, uint8_t* dst,
+             const ImageBox* box = nullptr) const;
+  // The box the first step crops from an h x w image for `random`, when it
+  // is a crop inside the image (RandomResizedCrop, RandomCrop, CenterCrop):
+  // only those pixels need decoding.  False otherwise.
+  bool LeadingCrop(int64_t h, int64_t w, uint64_t random, ImageBox* box) const;
 
   // The box (top, left, height, width) that step `step` (a
   // RandomResizedCrop) takes from an image of h x w at that

@@ -20,7 +20,8 @@ def main(argv=None) -> int:
     parser.add_argument("--version", action="version", version=f"stoker {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("bench", help="compare torch.utils.data.DataLoader and stoker.DataLoader side by side")
-    b.add_argument("--workloads", default="abc", help="which workloads to run (letters of a, b, c; default abc)")
+    b.add_argument("--workloads", default="abci",
+                   help="which workloads to run (letters of a, b, c, i: JPEG images; default abci)")
     b.add_argument("--seconds", type=float, default=3.0, help="time budget per loader and workload (default 3)")
     b.add_argument("--json", action="store_true", help="print the results as JSON")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -140,33 +140,50 @@ Status ImageDataset::Fail(uint64_t index, const Status& why) const {
   return Status::FromCode(why.code(), base_->DescribeSample(index) + ": " + why.message());
 }
 
-Status ImageDataset::Decode(uint64_t index, uint8_t* const* dst, const std::vector<uint8_t>** rgb, ImageInfo* info) {
-  const std::vector<FieldSpec>& in = base_->fields();
-  const size_t nf = in.size();
+Status ImageDataset::ReadEncoded(uint64_t index, uint8_t* const* dst, const std::vector<uint8_t>** encoded) {
+  const size_t nf = base_->fields().size();
   thread_local std::vector<uint64_t> sizes;
   thread_local std::vector<uint8_t*> bdst;
-  thread_local std::vector<uint8_t> encoded, pixels;
+  thread_local std::vector<uint8_t> bytes;
   sizes.assign(nf, 0);
   STOKER_RETURN_IF_ERROR(base_->SampleBytes(index, sizes.data()));
-  encoded.resize(sizes[field_]);
+  bytes.resize(sizes[field_]);
   bdst.assign(dst, dst + nf);
-  bdst[field_] = encoded.data();
+  bdst[field_] = bytes.data();
   STOKER_RETURN_IF_ERROR(base_->Read(index, bdst.data()));
-  Result<ImageInfo> r = DecodeImage(encoded.data(), encoded.size(), max_pixels_, &pixels);
-  if (!r.ok()) return Fail(index, r.status());
-  *info = r.value();
-  *rgb = &pixels;
+  *encoded = &bytes;
   return Status::OK();
 }
 
 Status ImageDataset::ReadWith(uint64_t index, uint64_t random, uint8_t* const* dst, int64_t* h, int64_t* w) {
-  const std::vector<uint8_t>* rgb = nullptr;
-  ImageInfo info;
-  STOKER_RETURN_IF_ERROR(Decode(index, dst, &rgb, &info));
+  const std::vector<uint8_t>* encoded = nullptr;
+  STOKER_RETURN_IF_ERROR(ReadEncoded(index, dst, &encoded));
+  thread_local std::vector<uint8_t> pixels;
+  const uint8_t* data = encoded->data();
+  const size_t size = encoded->size();
+  // A JPEG whose first step is a crop: only the crop's pixels are decoded.
+  if (transform_ && size >= 3 && data[0] == 0xFF && data[1] == 0xD8) {
+    Result<ImageInfo> info = ReadImageInfo(data, size);
+    ImageBox want;
+    if (info.ok() && transform_->LeadingCrop(info.value().height, info.value().width, random, &want)) {
+      Result<ImageBox> got = DecodeJpegBox(data, size, want, max_pixels_, &pixels);
+      if (got.ok()) {
+        transform_->OutputSize(info.value().height, info.value().width, h, w);
+        Status st = transform_->Run(pixels.data(), info.value().height, info.value().width, random, dst[field_],
+                                    &got.value());
+        return st.ok() ? st : Fail(index, st);
+      }
+      if (got.status().IsDataLoss()) return Fail(index, got.status());
+      // else (CMYK, no end marker): decoded whole below, which names any damage
+    }
+  }
+  Result<ImageInfo> r = DecodeImage(data, size, max_pixels_, &pixels);
+  if (!r.ok()) return Fail(index, r.status());
+  const ImageInfo info = r.value();
   if (!transform_) {  // decode only: HWC to CHW
     const int64_t plane = info.height * info.width;
     uint8_t* out = dst[field_];
-    const uint8_t* p = rgb->data();
+    const uint8_t* p = pixels.data();
     for (int64_t i = 0; i < plane; ++i, p += 3) {
       out[i] = p[0];
       out[plane + i] = p[1];
@@ -177,7 +194,7 @@ Status ImageDataset::ReadWith(uint64_t index, uint64_t random, uint8_t* const* d
     return Status::OK();
   }
   transform_->OutputSize(info.height, info.width, h, w);
-  Status st = transform_->Run(rgb->data(), info.height, info.width, random, dst[field_]);
+  Status st = transform_->Run(pixels.data(), info.height, info.width, random, dst[field_]);
   return st.ok() ? st : Fail(index, st);
 }
 

@@ -110,6 +110,10 @@ void ResizedCropBox(const ImageOp& op, int64_t h, int64_t w, Draws* d, int64_t* 
 class Plan {
  public:
   Plan(const uint8_t* rgb, int64_t h, int64_t w) : view_{rgb, h, w, w * 3}, h_(h), w_(w) {}
+  // Only `box` of the h x w image is in rgb: the window starts before the
+  // view (negative offsets), and the first crop must land inside the box.
+  Plan(const uint8_t* rgb, int64_t h, int64_t w, const ImageBox& box)
+      : view_{rgb, box.height, box.width, box.width * 3}, top_(-box.top), left_(-box.left), h_(h), w_(w) {}
   int64_t height() const { return h_; }
   int64_t width() const { return w_; }
   void Flip() { flip_ = !flip_; }
@@ -338,8 +342,38 @@ void ImagePipeline::OutputSize(int64_t h, int64_t w, int64_t* oh, int64_t* ow) c
   *ow = w;
 }
 
-Status ImagePipeline::Run(const uint8_t* rgb, int64_t h, int64_t w, uint64_t random, uint8_t* dst) const {
-  Plan plan(rgb, h, w);
+bool ImagePipeline::LeadingCrop(int64_t h, int64_t w, uint64_t random, ImageBox* box) const {
+  if (geometric_ == 0) return false;
+  const ImageOp& op = ops_[0];
+  switch (op.kind) {
+    case Kind::kRandomResizedCrop: {
+      Draws d(random, 0);
+      ResizedCropBox(op, h, w, &d, &box->top, &box->left, &box->height, &box->width);
+      return true;
+    }
+    case Kind::kRandomCrop: {
+      if (op.height > h || op.width > w) return false;
+      Draws d(random, 0);
+      box->top = d.Below(h - op.height + 1);
+      box->left = d.Below(w - op.width + 1);
+      break;
+    }
+    case Kind::kCenterCrop:
+      if (op.height > h || op.width > w) return false;
+      box->top = RoundHalfEven(static_cast<double>(h - op.height) / 2.0);
+      box->left = RoundHalfEven(static_cast<double>(w - op.width) / 2.0);
+      break;
+    default:
+      return false;
+  }
+  box->height = op.height;
+  box->width = op.width;
+  return true;
+}
+
+Status ImagePipeline::Run(const uint8_t* rgb, int64_t h, int64_t w, uint64_t random, uint8_t* dst,
+                          const ImageBox* box) const {
+  Plan plan = box ? Plan(rgb, h, w, *box) : Plan(rgb, h, w);
   for (size_t i = 0; i < geometric_; ++i) {
     const ImageOp& op = ops_[i];
     const int64_t ih = plan.height(), iw = plan.width();

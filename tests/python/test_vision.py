@@ -316,3 +316,21 @@ def test_images_in_tar_shards_and_in_a_streaming_dataset(tmp_path):
     assert all(any(torch.equal(ref[c], x) for x in v) for c, v in got.items())
     with pytest.raises(ValueError, match="no field 'png'"):
         vision.ImageDataset(tars, image="png")
+
+
+def test_decoding_only_the_crop_gives_the_pixels_of_a_whole_decode(tmp_path):
+    """A JPEG whose first step crops is decoded in part (libjpeg-turbo's
+    skip and crop of scanlines): the result equals decoding it whole."""
+    os.makedirs(tmp_path / "c")
+    for i, (h, w, sub) in enumerate([(375, 500, 0), (333, 257, 1), (96, 64, 2), (500, 375, 0)]):
+        Image.fromarray(photo(h, w, seed=i)).save(tmp_path / "c" / f"{i}.jpg", quality=90,
+                                                  subsampling=sub)
+    steps = [vision.RandomResizedCrop(64), vision.RandomHorizontalFlip()]
+    ds = vision.ImageFolder(str(tmp_path), transform=vision.Compose(steps))
+    whole = stoker._native.lib.ImagePipeline.make([s._step for s in steps])
+    for i, (path, _) in enumerate(ds.samples):
+        img = vision.decode_image(open(path, "rb").read())
+        for word in range(25):
+            parts, (h, w) = ds._native.read_with(i, word)
+            _, shape, want = whole.apply(img, img.shape[0], img.shape[1], word)
+            assert parts[0] == want, (path, word)

@@ -58,11 +58,16 @@ def memcpy_bandwidth(nbytes: int = 256 << 20, repeats: int = 5) -> float:
 
 
 def make_loader(kind: str, w: Workload):
-    args = dict(batch_size=w.batch_size, num_workers=w.num_workers, shuffle=False)
+    # (images: shuffled and repeated, as a training epoch reads them)
+    args = dict(batch_size=w.batch_size, num_workers=w.num_workers, shuffle=w.key == "i")
     if kind == "torch":
-        return torch.utils.data.DataLoader(w.dataset(), **args)
+        return torch.utils.data.DataLoader(w.dataset(kind=kind), **args)
     import stoker
-    return stoker.DataLoader(w.dataset(), **args)
+    return stoker.DataLoader(w.dataset(kind=kind), **args)
+
+
+def _batch_len(batch) -> int:
+    return len(batch[1]) if isinstance(batch, (list, tuple)) else batch.shape[0]
 
 
 def run_one(kind: str, w: Workload, seconds: float, progress=None) -> dict:
@@ -78,8 +83,12 @@ def run_one(kind: str, w: Workload, seconds: float, progress=None) -> dict:
         deadline = start + seconds
         next_tick = start
         while True:
-            batch = next(it)
-            samples += batch.shape[0]
+            try:
+                batch = next(it)
+            except StopIteration:  # a finite dataset (images): the next epoch
+                it = iter(loader)
+                continue
+            samples += _batch_len(batch)
             del batch
             if samples % 256 == 0 or w.batch_size >= 64:
                 now = time.perf_counter()
@@ -123,8 +132,14 @@ class _Progress:
             sys.stderr.flush()
 
 
-def run(workloads="abc", seconds: float = 3.0, as_json: bool = False, progress: bool = True) -> list:
+def run(workloads="abci", seconds: float = 3.0, as_json: bool = False, progress: bool = True) -> list:
     keys = [k for k in workloads if k in WORKLOADS]
+    if "i" in keys:
+        try:
+            import PIL  # noqa: F401  (the image workload's torch baseline decodes with PIL)
+        except ImportError:
+            print("stoker bench: workload i (images) needs Pillow (pip install pillow); left out", file=sys.stderr)
+            keys.remove("i")
     bar = _Progress(2 * len(keys) + 1, progress and sys.stderr.isatty())
     bar.start("memcpy bandwidth")
     bw = memcpy_bandwidth()

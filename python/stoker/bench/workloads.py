@@ -46,12 +46,30 @@ class Workload:
     num_workers: int
     rows: int
 
-    def dataset(self, length: int = 1 << 40) -> SyntheticDataset:
+    def dataset(self, length: int = 1 << 40, kind: str = "torch"):
+        if self.key == "i":
+            return image_dataset(kind, self.rows)
         return SyntheticDataset(length, self.sample_shape, self.rows)
+
+
+def image_dataset(kind: str, count: int):
+    """Workload i: a folder of JPEGs (made once, kept in ~/.cache/stoker),
+    read with PIL in __getitem__ by torch's loader, with stoker.vision by
+    stoker's (the same train pipeline: RandomResizedCrop 224, flip, float32,
+    normalize)."""
+    import os
+    from stoker.bench import images
+    root = os.path.join(os.path.expanduser(os.environ.get("XDG_CACHE_HOME", "~/.cache")), "stoker", "bench-images")
+    images.make_images(root, count)
+    ds = images.PILImageFolder(root) if kind == "torch" else images.vision_folder(root)
+    ds.sample_bytes = 3 * 224 * 224 * 4
+    return ds
 
 
 WORKLOADS = {
     "a": Workload("a", "tiny samples (16 float32), batch 64, 2 workers", (16,), 64, 2, 4096),
     "b": Workload("b", "tiny samples (16 float32), batch 1, 2 workers", (16,), 1, 2, 4096),
     "c": Workload("c", "4 MiB float32 samples, batch 8, 2 workers", (1024, 1024), 8, 2, 16),
+    # rows: the number of images.  torch: PIL; stoker: stoker.vision.
+    "i": Workload("i", "JPEG 500x375 -> train crop 224, batch 64, 2 workers", (3, 224, 224), 64, 2, 1000),
 }

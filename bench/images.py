@@ -1,0 +1,102 @@
+"""JPEG images through three loaders, side by side, on one machine.
+
+    python bench/images.py --images 3000 --rounds 3
+
+A folder of ImageNet-like JPEGs (500x375, quality 90, ~90 KB; made once by
+stoker.bench.images.make_images and kept under --root), page-cached, batch
+64, 2 workers, shuffled.  Two pipelines:
+  train: RandomResizedCrop(224), RandomHorizontalFlip, float32 0..1, Normalize
+  eval:  Resize(256), CenterCrop(224), float32 0..1, Normalize
+Loaders:
+  torch+PIL   torch.utils.data.DataLoader over a Dataset that decodes with
+              PIL and transforms with PIL (torchvision's PIL-backend ops;
+              torchvision has no CPU build here);
+  stoker+PIL  stoker.DataLoader over the same Dataset (worker processes);
+  vision      stoker.DataLoader over stoker.vision.ImageFolder: decode and
+              transforms in C++ reader threads, written into the batch.
+Each loader runs one epoch per round (rounds interleaved, so drift in the
+machine's load hits all alike) and reports images/s and CPU-seconds per
+image (the whole process tree: user + system, workers included).  Ratios
+are against torch+PIL in the same round.  Prints a table and a JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+
+import stoker
+from stoker.bench.images import PILImageFolder, make_images, vision_folder
+
+
+def cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def one_epoch(loader) -> tuple[float, float, int]:
+    """(images/s, CPU-s per image, images) of one epoch; the loader's worker
+    processes are gone (and their CPU counted) when it returns."""
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    it = iter(loader)
+    n = 0
+    for batch in it:
+        n += len(batch[1])
+    del it, batch
+    wall = time.perf_counter() - t0
+    return n / wall, (cpu_seconds() - c0) / n, n
+
+
+def loaders(root: str, train: bool, workers: int, batch: int):
+    pil = PILImageFolder(root, train)
+    native = vision_folder(root, train)
+    args = dict(batch_size=batch, shuffle=True, num_workers=workers)
+    return {
+        "torch+PIL": lambda: torch.utils.data.DataLoader(pil, **args),
+        "stoker+PIL": lambda: stoker.DataLoader(pil, **args),
+        "vision": lambda: stoker.DataLoader(native, **args),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", default="/tmp/stoker-bench-images")
+    ap.add_argument("--images", type=int, default=3000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--pipelines", default="train,eval")
+    args = ap.parse_args()
+    root = make_images(args.root, args.images)
+    # Page-cache the files.
+    for d, _, files in os.walk(root):
+        for f in files:
+            with open(os.path.join(d, f), "rb") as fh:
+                fh.read()
+    result = {"images": args.images, "workers": args.workers, "batch": args.batch, "cpus": os.cpu_count(),
+              "torch": torch.__version__, "pipelines": {}}
+    for pipe in args.pipelines.split(","):
+        made = loaders(root, pipe == "train", args.workers, args.batch)
+        rows = {name: [] for name in made}
+        for _ in range(args.rounds):
+            for name, make in made.items():
+                rate, cpu, n = one_epoch(make())
+                assert n == args.images, (name, n)
+                rows[name].append((rate, cpu))
+        result["pipelines"][pipe] = rows
+        base = [r[0] for r in rows["torch+PIL"]]
+        print(f"\n{pipe}: {args.images} JPEGs, batch {args.batch}, {args.workers} workers, {args.rounds} rounds")
+        print(f"{'loader':<12} {'images/s (median)':>18} {'vs torch+PIL per round':>28} {'CPU-ms/image':>13}")
+        for name, rs in rows.items():
+            ratios = [r[0] / b for r, b in zip(rs, base)]
+            print(f"{name:<12} {statistics.median(r[0] for r in rs):>18,.0f} "
+                  f"{' '.join(f'{x:.2f}x' for x in ratios):>28} {statistics.median(r[1] for r in rs) * 1e3:>13.2f}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
