@@ -16,7 +16,9 @@ Loaders:
               transforms in C++ reader threads, written into the batch.
 Each loader runs one epoch per round (rounds interleaved, so drift in the
 machine's load hits all alike) and reports images/s and CPU-seconds per
-image (the whole process tree: user + system, workers included).  Ratios
+image (the whole process tree: user + system, workers included), both
+from the moment the workers have started to the last batch but one (their
+time is read from /proc while they live).  Ratios
 are against torch+PIL in the same round.  Prints a table and a JSON line.
 """
 from __future__ import annotations
@@ -30,25 +32,49 @@ import time
 import torch
 
 import stoker
+from stoker._procfs import tree_pids
 from stoker.bench.images import PILImageFolder, make_images, vision_folder
 
 
-def cpu_seconds() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu() -> dict:
+    """pid -> user + system seconds, for this process and its live
+    descendants (the loaders' workers), from /proc."""
+    out = {}
+    for pid in tree_pids():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[pid] = (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return out
+
+
+def cpu_since(before: dict) -> float:
+    """CPU seconds the processes alive now used since `before` (a process
+    that ended meanwhile, such as an earlier loader's worker, is not this
+    epoch's)."""
+    return sum(t - before.get(pid, 0.0) for pid, t in tree_cpu().items())
 
 
 def one_epoch(loader) -> tuple[float, float, int]:
-    """(images/s, CPU-s per image, images) of one epoch; the loader's worker
-    processes are gone (and their CPU counted) when it returns."""
-    c0, t0 = cpu_seconds(), time.perf_counter()
+    """(images/s, CPU-s per image, images) of one epoch.  The CPU is read
+    before the last batch is taken, while the workers still live (the end of
+    an epoch stops them, and a stopped child's time is lost to /proc)."""
     it = iter(loader)
+    batches = len(loader)
+    c0, t0 = tree_cpu(), time.perf_counter()
     n = 0
-    for batch in it:
-        n += len(batch[1])
-    del it, batch
+    for _ in range(batches - 1):
+        n += len(next(it)[1])
+    cpu = cpu_since(c0)
     wall = time.perf_counter() - t0
-    return n / wall, (cpu_seconds() - c0) / n, n
+    rest = sum(len(b[1]) for b in it)
+    del it
+    return n / wall, cpu / n, n + rest
 
 
 def loaders(root: str, train: bool, workers: int, batch: int):

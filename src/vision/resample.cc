@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include <immintrin.h>
 #include <vector>
 
 namespace stoker::vision {
@@ -58,6 +61,84 @@ inline uint8_t Clip8(int32_t v) {
   return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+// One row of the horizontal pass, scalar.
+void HorizontalRowScalar(const uint8_t* in, int64_t /*in_width*/, uint8_t* out, int64_t w, const int32_t* starts,
+                         const int32_t* lens, const int32_t* weights, int ks) {
+  for (int64_t x = 0; x < w; ++x, out += 3) {
+    const uint8_t* p = in + static_cast<int64_t>(starts[x]) * 3;
+    const int32_t* k = weights + x * ks;
+    int32_t r = 1 << (kPrecisionBits - 1), g = r, b = r;
+    for (int32_t j = 0, n = lens[x]; j < n; ++j, p += 3) {
+      r += p[0] * k[j];
+      g += p[1] * k[j];
+      b += p[2] * k[j];
+    }
+    out[0] = Clip8(r);
+    out[1] = Clip8(g);
+    out[2] = Clip8(b);
+  }
+}
+
+// The same with SSE4.1: a pixel's three channels in the lanes of one
+// register (four bytes loaded; the fourth, the next pixel's red, is
+// ignored), so a tap is one widen, one 32-bit multiply, one add.  The
+// arithmetic is the scalar one's, lane by lane: the results are identical.
+__attribute__((target("sse4.1"))) void HorizontalRowSse41(const uint8_t* in, int64_t in_width, uint8_t* out,
+                                                           int64_t w, const int32_t* starts, const int32_t* lens,
+                                                           const int32_t* weights, int ks) {
+  const __m128i half = _mm_set1_epi32(1 << (kPrecisionBits - 1));
+  for (int64_t x = 0; x < w; ++x, out += 3) {
+    const int32_t n = lens[x];
+    if (starts[x] + n >= in_width) {  // the last pixel's fourth byte would be past the row
+      HorizontalRowScalar(in, in_width, out, 1, starts + x, lens + x, weights + x * ks, ks);
+      continue;
+    }
+    const uint8_t* p = in + static_cast<int64_t>(starts[x]) * 3;
+    const int32_t* k = weights + x * ks;
+    __m128i acc = half;
+    for (int32_t j = 0; j < n; ++j, p += 3) {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      const __m128i px = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(v));
+      acc = _mm_add_epi32(acc, _mm_mullo_epi32(px, _mm_set1_epi32(k[j])));
+    }
+    acc = _mm_srai_epi32(acc, kPrecisionBits);
+    const __m128i packed = _mm_packus_epi16(_mm_packs_epi32(acc, acc), acc);  // saturates to 0..255
+    const int32_t rgb = _mm_cvtsi128_si32(packed);
+    std::memcpy(out, &rgb, 3);
+  }
+}
+
+// One output row of the vertical pass: the sum of n source rows, all bytes
+// of a row at once.  The loops vectorise; with AVX2 (chosen at load time)
+// eight 32-bit multiplies at a time, against SSE2's emulated ones.
+#define STOKER_VERTICAL_ROW_BODY                                                \
+  std::fill(acc, acc + row_bytes, 1 << (kPrecisionBits - 1));                   \
+  for (int32_t j = 0; j < n; ++j) {                                             \
+    const uint8_t* row = in + j * stride;                                       \
+    const int32_t kj = k[j];                                                    \
+    for (int64_t i = 0; i < row_bytes; ++i) acc[i] += row[i] * kj;              \
+  }                                                                             \
+  for (int64_t i = 0; i < row_bytes; ++i) out[i] = Clip8(acc[i]);
+
+void VerticalRowBase(const uint8_t* in, int64_t stride, int32_t n, const int32_t* k, int32_t* acc, int64_t row_bytes,
+                     uint8_t* out) {
+  STOKER_VERTICAL_ROW_BODY
+}
+
+__attribute__((target("avx2"))) void VerticalRowAvx2(const uint8_t* in, int64_t stride, int32_t n, const int32_t* k,
+                                                      int32_t* acc, int64_t row_bytes, uint8_t* out) {
+  STOKER_VERTICAL_ROW_BODY
+}
+#undef STOKER_VERTICAL_ROW_BODY
+
+using VerticalRowFn = void (*)(const uint8_t*, int64_t, int32_t, const int32_t*, int32_t*, int64_t, uint8_t*);
+const VerticalRowFn VerticalRow = __builtin_cpu_supports("avx2") ? VerticalRowAvx2 : VerticalRowBase;
+
+using HorizontalRowFn = void (*)(const uint8_t*, int64_t, uint8_t*, int64_t, const int32_t*, const int32_t*,
+                                 const int32_t*, int);
+const HorizontalRowFn HorizontalRow = __builtin_cpu_supports("sse4.1") ? HorizontalRowSse41 : HorizontalRowScalar;
+
 }  // namespace
 
 void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t top, int64_t left, int64_t h,
@@ -86,24 +167,8 @@ void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t to
     const int32_t* lens = hx.len.data();
     const int32_t* weights = hx.weight.data();
     uint8_t* mid_data = mid.data();
-    for (int64_t y = 0; y < rows; ++y) {
-      const uint8_t* in = src.data + (row0 + y) * src.stride;
-      uint8_t* out = mid_data + y * w * 3;
-      for (int64_t x = 0; x < w; ++x) {
-        const uint8_t* p = in + static_cast<int64_t>(starts[x]) * 3;
-        const int32_t* k = weights + x * ks;
-        int32_t r = 1 << (kPrecisionBits - 1), g = r, b = r;
-        for (int32_t j = 0, n = lens[x]; j < n; ++j, p += 3) {
-          r += p[0] * k[j];
-          g += p[1] * k[j];
-          b += p[2] * k[j];
-        }
-        out[0] = Clip8(r);
-        out[1] = Clip8(g);
-        out[2] = Clip8(b);
-        out += 3;
-      }
-    }
+    for (int64_t y = 0; y < rows; ++y)
+      HorizontalRow(src.data + (row0 + y) * src.stride, src.width, mid_data + y * w * 3, w, starts, lens, weights, ks);
     hsrc = mid.data();
     hstride = w * 3;
   } else {
@@ -125,15 +190,8 @@ void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t to
   const int32_t* lens = vy.len.data();
   const int32_t* weights = vy.weight.data();
   for (int64_t y = 0; y < h; ++y) {
-    std::fill(acc, acc + row_bytes, 1 << (kPrecisionBits - 1));
-    const int32_t* k = weights + y * ks;
-    for (int32_t j = 0, n = lens[y]; j < n; ++j) {
-      const uint8_t* in = hsrc + (starts[y] - row0 + j) * hstride;
-      const int32_t kj = k[j];
-      for (int64_t i = 0; i < row_bytes; ++i) acc[i] += in[i] * kj;
-    }
-    uint8_t* out = dst + y * row_bytes;
-    for (int64_t i = 0; i < row_bytes; ++i) out[i] = Clip8(acc[i]);
+    VerticalRow(hsrc + (starts[y] - row0) * hstride, hstride, lens[y], weights + y * ks, acc, row_bytes,
+                dst + y * row_bytes);
   }
 }
 

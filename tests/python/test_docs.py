@@ -51,6 +51,10 @@ import numpy as np
 os.makedirs("data", exist_ok=True)
 stoker.io.write_tfrecord("data/0.tfrecord", ({"x": np.full(1000, i, np.float32), "y": np.int64(i)} for i in range(32)))
 """,
+    "from stoker import vision": """
+from stoker.bench.images import make_images
+make_images("train", 16, classes=2)
+""",
     "ds = stoker.cache.StreamingDataset(": STREAM_SHARDS,
     "from stoker.cache import StreamingDataset": STREAM_SHARDS,
     "names = stoker.shared.StringList(": """

@@ -135,9 +135,8 @@ class _Progress:
 def run(workloads="abci", seconds: float = 3.0, as_json: bool = False, progress: bool = True) -> list:
     keys = [k for k in workloads if k in WORKLOADS]
     if "i" in keys:
-        try:
-            import PIL  # noqa: F401  (the image workload's torch baseline decodes with PIL)
-        except ImportError:
+        import importlib.util
+        if importlib.util.find_spec("PIL") is None:  # the image workload's torch baseline decodes with PIL
             print("stoker bench: workload i (images) needs Pillow (pip install pillow); left out", file=sys.stderr)
             keys.remove("i")
     bar = _Progress(2 * len(keys) + 1, progress and sys.stderr.isatty())
