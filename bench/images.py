@@ -13,7 +13,9 @@ Loaders:
               torchvision has no CPU build here);
   stoker+PIL  stoker.DataLoader over the same Dataset (worker processes);
   vision      stoker.DataLoader over stoker.vision.ImageFolder: decode and
-              transforms in C++ reader threads, written into the batch.
+              transforms in C++ reader threads, written into the batch;
+  DALI (CPU)  where nvidia-dali-cuda120 is installed: DALI's CPU pipeline
+              (device_id=None) with as many threads, torch tensors out.
 Each loader runs one epoch per round (rounds interleaved, so drift in the
 machine's load hits all alike) and reports images/s and CPU-seconds per
 image (the whole process tree: user + system, workers included), both
@@ -33,7 +35,7 @@ import torch
 
 import stoker
 from stoker._procfs import tree_pids
-from stoker.bench.images import PILImageFolder, make_images, vision_folder
+from stoker.bench.images import MEAN, STD, PILImageFolder, make_images, vision_folder
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -77,15 +79,62 @@ def one_epoch(loader) -> tuple[float, float, int]:
     return n / wall, cpu / n, n + rest
 
 
-def loaders(root: str, train: bool, workers: int, batch: int):
+class DaliLoader:
+    """NVIDIA DALI on the CPU (device_id=None): its file reader, libjpeg-turbo
+    decoding (of the random crop only, for train), resize and
+    crop_mirror_normalize, with `workers` threads; batches as torch tensors."""
+
+    def __init__(self, samples, train: bool, workers: int, batch: int):
+        from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+        files, labels = [p for p, _ in samples], [c for _, c in samples]
+        self.batches = -(-len(files) // batch)
+
+        @pipeline_def(batch_size=batch, num_threads=workers, device_id=None, seed=0)
+        def pipe():
+            jpegs, y = fn.readers.file(files=files, labels=labels, random_shuffle=True, name="reader")
+            if train:
+                img = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
+                                                    random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 4 / 3])
+                img = fn.resize(img, resize_x=224, resize_y=224)
+                mirror = fn.random.coin_flip()
+            else:
+                img = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+                img = fn.resize(img, resize_shorter=256)
+                mirror = 0
+            img = fn.crop_mirror_normalize(img, dtype=types.FLOAT, output_layout="CHW", crop=(224, 224),
+                                           mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD], mirror=mirror)
+            return img, y
+
+        p = pipe()
+        p.build()
+        self.it = DALIGenericIterator([p], ["images", "labels"], reader_name="reader",
+                                      last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
+
+    def __len__(self):
+        return self.batches
+
+    def __iter__(self):
+        for out in self.it:
+            yield out[0]["images"], out[0]["labels"].view(-1)
+
+
+def loaders(root: str, train: bool, workers: int, batch: int, peers: bool):
     pil = PILImageFolder(root, train)
     native = vision_folder(root, train)
     args = dict(batch_size=batch, shuffle=True, num_workers=workers)
-    return {
+    made = {
         "torch+PIL": lambda: torch.utils.data.DataLoader(pil, **args),
         "stoker+PIL": lambda: stoker.DataLoader(pil, **args),
         "vision": lambda: stoker.DataLoader(native, **args),
     }
+    if peers:
+        try:
+            import nvidia.dali  # noqa: F401
+            made["DALI (CPU)"] = lambda: DaliLoader(pil.samples, train, workers, batch)
+        except ImportError:
+            print("(DALI is not installed: pip install nvidia-dali-cuda120; left out)")
+    return made
 
 
 def main():
@@ -96,6 +145,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--pipelines", default="train,eval")
+    ap.add_argument("--no-peers", action="store_true", help="leave out DALI even where it is installed")
     args = ap.parse_args()
     root = make_images(args.root, args.images)
     # Page-cache the files.
@@ -106,7 +156,7 @@ def main():
     result = {"images": args.images, "workers": args.workers, "batch": args.batch, "cpus": os.cpu_count(),
               "torch": torch.__version__, "pipelines": {}}
     for pipe in args.pipelines.split(","):
-        made = loaders(root, pipe == "train", args.workers, args.batch)
+        made = loaders(root, pipe == "train", args.workers, args.batch, not args.no_peers)
         rows = {name: [] for name in made}
         for _ in range(args.rounds):
             for name, make in made.items():
