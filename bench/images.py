@@ -15,7 +15,10 @@ Loaders:
   vision      stoker.DataLoader over stoker.vision.ImageFolder: decode and
               transforms in C++ reader threads, written into the batch;
   DALI (CPU)  where nvidia-dali-cuda120 is installed: DALI's CPU pipeline
-              (device_id=None) with as many threads, torch tensors out.
+              (device_id=None) with as many threads, torch tensors out;
+  SPDL        where spdl is installed (with FFmpeg's libraries: Debian's
+              libavcodec59 ...): its thread pipeline, FFmpeg decoding and
+              filters for the crop, scale and flip.
 Each loader runs one epoch per round (rounds interleaved, so drift in the
 machine's load hits all alike) and reports images/s and CPU-seconds per
 image (the whole process tree: user + system, workers included), both
@@ -26,6 +29,7 @@ are against torch+PIL in the same round.  Prints a table and a JSON line.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -119,6 +123,52 @@ class DaliLoader:
             yield out[0]["images"], out[0]["labels"].view(-1)
 
 
+class SpdlLoader:
+    """Meta's SPDL: its thread pipeline (`workers` threads) over
+    spdl.io.demux_image + decode_packets with an FFmpeg filter graph doing
+    the crop (torchvision's sampling, drawn in Python), the bilinear scale and
+    the flip; batches stacked and normalised with torch."""
+
+    def __init__(self, samples, train: bool, workers: int, batch: int):
+        import random
+        self.samples, self.train, self.workers, self.batch = samples, train, workers, batch
+        self.rng = random.Random(0)
+        self.mean = torch.tensor(MEAN).view(1, 3, 1, 1) * 255
+        self.std = torch.tensor(STD).view(1, 3, 1, 1) * 255
+
+    def __len__(self):
+        return -(-len(self.samples) // self.batch)
+
+    def load(self, i):
+        import spdl.io
+        from stoker.bench.images import _rrc_params
+        path, label = self.samples[i]
+        packets = spdl.io.demux_image(path)
+        w, h = packets.width, packets.height
+        if self.train:
+            top, left, ch, cw = _rrc_params(w, h, self.rng)
+            flip = ",hflip" if self.rng.random() < 0.5 else ""
+            graph = f"crop={cw}:{ch}:{left}:{top},scale=224:224:flags=bilinear{flip},format=rgb24"
+        else:
+            nw, nh = (256, int(256 * h / w)) if w <= h else (int(256 * w / h), 256)
+            left, top = int(round((nw - 224) / 2.0)), int(round((nh - 224) / 2.0))
+            graph = f"scale={nw}:{nh}:flags=bilinear,crop=224:224:{left}:{top},format=rgb24"
+        frames = spdl.io.decode_packets(packets, filter_desc=graph)
+        return spdl.io.to_torch(spdl.io.convert_frames(frames)), label
+
+    def collate(self, items):
+        x = torch.stack([t for t, _ in items]).permute(0, 3, 1, 2).float()
+        return (x - self.mean) / self.std, torch.tensor([y for _, y in items])
+
+    def __iter__(self):
+        from spdl.pipeline import PipelineBuilder
+        order = torch.randperm(len(self.samples)).tolist()
+        pipeline = (PipelineBuilder().add_source(order).pipe(self.load, concurrency=self.workers)
+                    .aggregate(self.batch).pipe(self.collate).add_sink(3).build(num_threads=self.workers))
+        with pipeline.auto_stop():
+            yield from pipeline.get_iterator(timeout=120)
+
+
 def loaders(root: str, train: bool, workers: int, batch: int, peers: bool):
     pil = PILImageFolder(root, train)
     native = vision_folder(root, train)
@@ -129,11 +179,14 @@ def loaders(root: str, train: bool, workers: int, batch: int, peers: bool):
         "vision": lambda: stoker.DataLoader(native, **args),
     }
     if peers:
-        try:
-            import nvidia.dali  # noqa: F401
+        if importlib.util.find_spec("nvidia.dali") is not None:
             made["DALI (CPU)"] = lambda: DaliLoader(pil.samples, train, workers, batch)
-        except ImportError:
+        else:
             print("(DALI is not installed: pip install nvidia-dali-cuda120; left out)")
+        if importlib.util.find_spec("spdl") is not None:
+            made["SPDL"] = lambda: SpdlLoader(pil.samples, train, workers, batch)
+        else:
+            print("(SPDL is not installed: pip install spdl, with FFmpeg's libraries; left out)")
     return made
 
 
@@ -145,7 +198,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--pipelines", default="train,eval")
-    ap.add_argument("--no-peers", action="store_true", help="leave out DALI even where it is installed")
+    ap.add_argument("--no-peers", action="store_true", help="leave out DALI and SPDL even where installed")
     args = ap.parse_args()
     root = make_images(args.root, args.images)
     # Page-cache the files.
