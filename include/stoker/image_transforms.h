@@ -62,13 +62,15 @@ class ImagePipeline {
   // Runs on RGB pixels (h x w x 3) and writes 3 x oh x ow of dtype() to
   // dst.  InvalidArgument if a step cannot apply (a RandomCrop larger than
   // the image).  Thread-safe.  With `box`, rgb holds only that box of the
-  // h x w image (rows of box->width pixels), which must hold LeadingCrop's.
+  // h x w image (rows of box->width pixels), which must hold SourceBox's.
   Status Run(const uint8_t* rgb, int64_t h, int64_t w, uint64_t random, uint8_t* dst,
              const ImageBox* box = nullptr) const;
-  // The box the first step crops from an h x w image for `random`, when it
-  // is a crop inside the image (RandomResizedCrop, RandomCrop, CenterCrop):
-  // only those pixels need decoding.  False otherwise.
-  bool LeadingCrop(int64_t h, int64_t w, uint64_t random, ImageBox* box) const;
+  // The part of an h x w image the steps read for `random`, where it is
+  // less than the whole and known before decoding: the first step's crop
+  // (RandomResizedCrop, RandomCrop, CenterCrop inside the image), or what a
+  // first Resize reads for the crop that follows it.  Only that part needs
+  // decoding.  False otherwise.
+  bool SourceBox(int64_t h, int64_t w, uint64_t random, ImageBox* box) const;
 
   // The box (top, left, height, width) that step `step` (a
   // RandomResizedCrop) takes from an image of h x w at that

@@ -161,11 +161,11 @@ Status ImageDataset::ReadWith(uint64_t index, uint64_t random, uint8_t* const* d
   thread_local std::vector<uint8_t> pixels;
   const uint8_t* data = encoded->data();
   const size_t size = encoded->size();
-  // A JPEG whose first step is a crop: only the crop's pixels are decoded.
+  // A JPEG whose steps read only part of it: only that part is decoded.
   if (transform_ && size >= 3 && data[0] == 0xFF && data[1] == 0xD8) {
     Result<ImageInfo> info = ReadImageInfo(data, size);
     ImageBox want;
-    if (info.ok() && transform_->LeadingCrop(info.value().height, info.value().width, random, &want)) {
+    if (info.ok() && transform_->SourceBox(info.value().height, info.value().width, random, &want)) {
       Result<ImageBox> got = DecodeJpegBox(data, size, want, max_pixels_, &pixels);
       if (got.ok()) {
         transform_->OutputSize(info.value().height, info.value().width, h, w);

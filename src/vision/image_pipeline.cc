@@ -110,10 +110,10 @@ void ResizedCropBox(const ImageOp& op, int64_t h, int64_t w, Draws* d, int64_t* 
 class Plan {
  public:
   Plan(const uint8_t* rgb, int64_t h, int64_t w) : view_{rgb, h, w, w * 3}, h_(h), w_(w) {}
-  // Only `box` of the h x w image is in rgb: the window starts before the
-  // view (negative offsets), and the first crop must land inside the box.
+  // Only `box` of the h x w image is in rgb (rows of box.width pixels):
+  // the steps must read inside it (ImagePipeline::SourceBox).
   Plan(const uint8_t* rgb, int64_t h, int64_t w, const ImageBox& box)
-      : view_{rgb, box.height, box.width, box.width * 3}, top_(-box.top), left_(-box.left), h_(h), w_(w) {}
+      : view_{rgb, h, w, box.width * 3, box.top, box.left, box.width}, h_(h), w_(w) {}
   int64_t height() const { return h_; }
   int64_t width() const { return w_; }
   void Flip() { flip_ = !flip_; }
@@ -135,7 +135,8 @@ class Plan {
     const int64_t y0 = std::max<int64_t>(0, top), y1 = std::min(h_, top + ch);
     const int64_t x0 = std::max<int64_t>(0, sl), x1 = std::min(w_, sl + cw);
     for (int64_t y = y0; y < y1 && x0 < x1; ++y)
-      std::memcpy(pad + ((y - top) * cw + (x0 - sl)) * 3, Row(y) + x0 * 3, static_cast<size_t>((x1 - x0) * 3));
+      std::memcpy(pad + ((y - top) * cw + (x0 - sl)) * 3, view_.Pixel(top_ + y, left_ + x0),
+                  static_cast<size_t>((x1 - x0) * 3));
     view_ = {pad, ch, cw, cw * 3};
     top_ = left_ = 0;
     h_ = ch;
@@ -146,7 +147,8 @@ class Plan {
     if (nh == h_ && nw == w_) return;
     if (resized_) Settle();
     // The window becomes the source: a view, no copy.
-    view_ = {view_.data + top_ * view_.stride + left_ * 3, h_, w_, view_.stride};
+    view_ = {view_.data,          h_, w_, view_.stride, view_.top - top_, view_.left - left_,
+             view_.stored_end() - view_.left};
     resized_ = true;
     rh_ = nh;
     rw_ = nw;
@@ -158,13 +160,11 @@ class Plan {
   // The current image's stored rows (h x w x 3, `stride` apart).
   vision::RgbView Final() {
     Settle();
-    return {view_.data + top_ * view_.stride + left_ * 3, h_, w_, view_.stride};
+    return {view_.Pixel(top_, left_), h_, w_, view_.stride};
   }
   bool flipped() const { return flip_; }
 
  private:
-  const uint8_t* Row(int64_t y) const { return view_.data + (top_ + y) * view_.stride + left_ * 3; }
-
   // Computes a pending resize (only the window's pixels).
   void Settle() {
     if (!resized_) return;
@@ -342,33 +342,49 @@ void ImagePipeline::OutputSize(int64_t h, int64_t w, int64_t* oh, int64_t* ow) c
   *ow = w;
 }
 
-bool ImagePipeline::LeadingCrop(int64_t h, int64_t w, uint64_t random, ImageBox* box) const {
-  if (geometric_ == 0) return false;
-  const ImageOp& op = ops_[0];
-  switch (op.kind) {
-    case Kind::kRandomResizedCrop: {
-      Draws d(random, 0);
-      ResizedCropBox(op, h, w, &d, &box->top, &box->left, &box->height, &box->width);
-      return true;
+bool ImagePipeline::SourceBox(int64_t h, int64_t w, uint64_t random, ImageBox* box) const {
+  // The first crop inside the image, at step `at`, on an image of ih x iw.
+  auto crop = [&](size_t at, int64_t ih, int64_t iw, ImageBox* b) {
+    const ImageOp& op = ops_[at];
+    switch (op.kind) {
+      case Kind::kRandomResizedCrop: {
+        Draws d(random, at);
+        ResizedCropBox(op, ih, iw, &d, &b->top, &b->left, &b->height, &b->width);
+        return true;
+      }
+      case Kind::kRandomCrop: {
+        if (op.height > ih || op.width > iw) return false;
+        Draws d(random, at);
+        b->top = d.Below(ih - op.height + 1);
+        b->left = d.Below(iw - op.width + 1);
+        break;
+      }
+      case Kind::kCenterCrop:
+        if (op.height > ih || op.width > iw) return false;
+        b->top = RoundHalfEven(static_cast<double>(ih - op.height) / 2.0);
+        b->left = RoundHalfEven(static_cast<double>(iw - op.width) / 2.0);
+        break;
+      default:
+        return false;
     }
-    case Kind::kRandomCrop: {
-      if (op.height > h || op.width > w) return false;
-      Draws d(random, 0);
-      box->top = d.Below(h - op.height + 1);
-      box->left = d.Below(w - op.width + 1);
-      break;
-    }
-    case Kind::kCenterCrop:
-      if (op.height > h || op.width > w) return false;
-      box->top = RoundHalfEven(static_cast<double>(h - op.height) / 2.0);
-      box->left = RoundHalfEven(static_cast<double>(w - op.width) / 2.0);
-      break;
-    default:
-      return false;
+    b->height = op.height;
+    b->width = op.width;
+    return true;
+  };
+  if (geometric_ >= 1 && crop(0, h, w, box)) return true;
+  // Resize, then a crop: the source pixels the resize reads for the window.
+  if (geometric_ >= 2 && ops_[0].kind == Kind::kResize) {
+    int64_t nh = ops_[0].height, nw = ops_[0].width;
+    if (nw == 0) ShorterSide(h, w, ops_[0].height, ops_[0].max_size, &nh, &nw);
+    ImageBox win;
+    if (!crop(1, nh, nw, &win)) return false;
+    int64_t y0, y1, x0, x1;
+    vision::SourceSpan(h, nh, win.top, win.height, &y0, &y1);
+    vision::SourceSpan(w, nw, win.left, win.width, &x0, &x1);
+    *box = {y0, x0, y1 - y0, x1 - x0};
+    return true;
   }
-  box->height = op.height;
-  box->width = op.width;
-  return true;
+  return false;
 }
 
 Status ImagePipeline::Run(const uint8_t* rgb, int64_t h, int64_t w, uint64_t random, uint8_t* dst,

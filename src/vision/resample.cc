@@ -23,6 +23,15 @@ struct Taps {
   std::vector<int32_t> start, len, weight;
 };
 
+// Output o's taps: the source range [lo, hi) its filter covers.
+void TapRange(int64_t in_size, double scale, double support, int64_t o, int64_t* lo, int64_t* hi) {
+  const double center = (static_cast<double>(o) + 0.5) * scale;
+  *lo = static_cast<int64_t>(center - support + 0.5);  // truncation, as C's (int)
+  if (*lo < 0) *lo = 0;
+  *hi = static_cast<int64_t>(center + support + 0.5);
+  if (*hi > in_size) *hi = in_size;
+}
+
 void ComputeTaps(int64_t in_size, int64_t out_size, int64_t first, int64_t count, Taps* t) {
   const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
   const double filterscale = std::max(scale, 1.0);
@@ -35,10 +44,8 @@ void ComputeTaps(int64_t in_size, int64_t out_size, int64_t first, int64_t count
   const double ss = 1.0 / filterscale;
   for (int64_t o = 0; o < count; ++o) {
     const double center = (static_cast<double>(first + o) + 0.5) * scale;
-    int64_t lo = static_cast<int64_t>(center - support + 0.5);  // truncation, as C's (int)
-    if (lo < 0) lo = 0;
-    int64_t hi = static_cast<int64_t>(center + support + 0.5);
-    if (hi > in_size) hi = in_size;
+    int64_t lo, hi;
+    TapRange(in_size, scale, support, first + o, &lo, &hi);
     const int64_t n = std::min<int64_t>(hi - lo, t->ksize);
     double total = 0.0;
     for (int64_t x = 0; x < n; ++x) {
@@ -62,10 +69,11 @@ inline uint8_t Clip8(int32_t v) {
 }
 
 // One row of the horizontal pass, scalar.
-void HorizontalRowScalar(const uint8_t* in, int64_t /*in_width*/, uint8_t* out, int64_t w, const int32_t* starts,
-                         const int32_t* lens, const int32_t* weights, int ks) {
+// `in` holds the row's pixels from column `first` on, up to column `end`.
+void HorizontalRowScalar(const uint8_t* in, int64_t first, int64_t /*end*/, uint8_t* out, int64_t w,
+                         const int32_t* starts, const int32_t* lens, const int32_t* weights, int ks) {
   for (int64_t x = 0; x < w; ++x, out += 3) {
-    const uint8_t* p = in + static_cast<int64_t>(starts[x]) * 3;
+    const uint8_t* p = in + (starts[x] - first) * 3;
     const int32_t* k = weights + x * ks;
     int32_t r = 1 << (kPrecisionBits - 1), g = r, b = r;
     for (int32_t j = 0, n = lens[x]; j < n; ++j, p += 3) {
@@ -83,17 +91,17 @@ void HorizontalRowScalar(const uint8_t* in, int64_t /*in_width*/, uint8_t* out, 
 // register (four bytes loaded; the fourth, the next pixel's red, is
 // ignored), so a tap is one widen, one 32-bit multiply, one add.  The
 // arithmetic is the scalar one's, lane by lane: the results are identical.
-__attribute__((target("sse4.1"))) void HorizontalRowSse41(const uint8_t* in, int64_t in_width, uint8_t* out,
-                                                           int64_t w, const int32_t* starts, const int32_t* lens,
-                                                           const int32_t* weights, int ks) {
+__attribute__((target("sse4.1"))) void HorizontalRowSse41(const uint8_t* in, int64_t first, int64_t end,
+                                                           uint8_t* out, int64_t w, const int32_t* starts,
+                                                           const int32_t* lens, const int32_t* weights, int ks) {
   const __m128i half = _mm_set1_epi32(1 << (kPrecisionBits - 1));
   for (int64_t x = 0; x < w; ++x, out += 3) {
     const int32_t n = lens[x];
-    if (starts[x] + n >= in_width) {  // the last pixel's fourth byte would be past the row
-      HorizontalRowScalar(in, in_width, out, 1, starts + x, lens + x, weights + x * ks, ks);
+    if (starts[x] + n >= end) {  // the last pixel's fourth byte would be past the row
+      HorizontalRowScalar(in, first, end, out, 1, starts + x, lens + x, weights + x * ks, ks);
       continue;
     }
-    const uint8_t* p = in + static_cast<int64_t>(starts[x]) * 3;
+    const uint8_t* p = in + (starts[x] - first) * 3;
     const int32_t* k = weights + x * ks;
     __m128i acc = half;
     for (int32_t j = 0; j < n; ++j, p += 3) {
@@ -135,8 +143,8 @@ __attribute__((target("avx2"))) void VerticalRowAvx2(const uint8_t* in, int64_t 
 using VerticalRowFn = void (*)(const uint8_t*, int64_t, int32_t, const int32_t*, int32_t*, int64_t, uint8_t*);
 const VerticalRowFn VerticalRow = __builtin_cpu_supports("avx2") ? VerticalRowAvx2 : VerticalRowBase;
 
-using HorizontalRowFn = void (*)(const uint8_t*, int64_t, uint8_t*, int64_t, const int32_t*, const int32_t*,
-                                 const int32_t*, int);
+using HorizontalRowFn = void (*)(const uint8_t*, int64_t, int64_t, uint8_t*, int64_t, const int32_t*,
+                                 const int32_t*, const int32_t*, int);
 const HorizontalRowFn HorizontalRow = __builtin_cpu_supports("sse4.1") ? HorizontalRowSse41 : HorizontalRowScalar;
 
 }  // namespace
@@ -168,11 +176,12 @@ void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t to
     const int32_t* weights = hx.weight.data();
     uint8_t* mid_data = mid.data();
     for (int64_t y = 0; y < rows; ++y)
-      HorizontalRow(src.data + (row0 + y) * src.stride, src.width, mid_data + y * w * 3, w, starts, lens, weights, ks);
+      HorizontalRow(src.Pixel(row0 + y, src.left), src.left, src.stored_end(), mid_data + y * w * 3, w, starts, lens,
+                    weights, ks);
     hsrc = mid.data();
     hstride = w * 3;
   } else {
-    hsrc = src.data + row0 * src.stride + left * 3;
+    hsrc = src.Pixel(row0, left);
     hstride = src.stride;
   }
   if (!need_v) {
@@ -193,6 +202,19 @@ void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t to
     VerticalRow(hsrc + (starts[y] - row0) * hstride, hstride, lens[y], weights + y * ks, acc, row_bytes,
                 dst + y * row_bytes);
   }
+}
+
+void SourceSpan(int64_t in_size, int64_t out_size, int64_t first, int64_t count, int64_t* lo, int64_t* hi) {
+  if (in_size == out_size) {  // no pass along this axis
+    *lo = first;
+    *hi = first + count;
+    return;
+  }
+  const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
+  const double support = std::max(scale, 1.0);
+  int64_t unused;
+  TapRange(in_size, scale, support, first, lo, &unused);
+  TapRange(in_size, scale, support, first + count - 1, &unused, hi);
 }
 
 }  // namespace stoker::vision

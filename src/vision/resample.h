@@ -11,16 +11,26 @@
 
 namespace stoker::vision {
 
-// Rows of RGB pixels; `stride` bytes from one row to the next.
+// An image of height x width RGB pixels of which rows of `cols` pixels
+// from pixel (top, left) on are in memory at `data`, `stride` bytes apart
+// (all of it by default).  A partial decode stores only part of an image.
 struct RgbView {
   const uint8_t* data = nullptr;
   int64_t height = 0, width = 0, stride = 0;
+  int64_t top = 0, left = 0, cols = -1;  // cols < 0: width - left
+  const uint8_t* Pixel(int64_t y, int64_t x) const { return data + (y - top) * stride + (x - left) * 3; }
+  int64_t stored_end() const { return left + (cols < 0 ? width - left : cols); }  // one past the last column
 };
 
 // The window [top, top + h) x [left, left + w) of `src` resized to
-// out_h x out_w, written to `dst` (h x w x 3, rows of w * 3 bytes).
+// out_h x out_w, written to `dst` (h x w x 3, rows of w * 3 bytes).  Reads
+// only the source pixels SourceSpan names.
 void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t top, int64_t left, int64_t h,
                     int64_t w, uint8_t* dst);
+
+// The source pixels [*lo, *hi) along one axis that outputs [first,
+// first + count) of a resize from in_size to out_size read.
+void SourceSpan(int64_t in_size, int64_t out_size, int64_t first, int64_t count, int64_t* lo, int64_t* hi);
 
 }  // namespace stoker::vision
 

@@ -318,14 +318,21 @@ def test_images_in_tar_shards_and_in_a_streaming_dataset(tmp_path):
         vision.ImageDataset(tars, image="png")
 
 
-def test_decoding_only_the_crop_gives_the_pixels_of_a_whole_decode(tmp_path):
-    """A JPEG whose first step crops is decoded in part (libjpeg-turbo's
-    skip and crop of scanlines): the result equals decoding it whole."""
+@pytest.mark.parametrize("steps", [
+    [vision.RandomResizedCrop(64), vision.RandomHorizontalFlip()],
+    [vision.Resize(80), vision.CenterCrop(64), vision.ToDtype("float32", scale=True)],
+    [vision.Resize((90, 70)), vision.RandomCrop(40), vision.RandomHorizontalFlip()],
+    [vision.Resize(200), vision.RandomResizedCrop(32)],  # upscaling first
+    [vision.CenterCrop(50), vision.Resize(20)],
+], ids=["rrc", "resize-centercrop", "resize-randomcrop", "up-rrc", "centercrop-resize"])
+def test_decoding_only_what_the_steps_read_gives_a_whole_decodes_pixels(tmp_path, steps):
+    """A JPEG whose steps read only part of it is decoded in part
+    (libjpeg-turbo's skip and crop of scanlines): the result equals
+    decoding it whole."""
     os.makedirs(tmp_path / "c")
     for i, (h, w, sub) in enumerate([(375, 500, 0), (333, 257, 1), (96, 64, 2), (500, 375, 0)]):
         Image.fromarray(photo(h, w, seed=i)).save(tmp_path / "c" / f"{i}.jpg", quality=90,
                                                   subsampling=sub)
-    steps = [vision.RandomResizedCrop(64), vision.RandomHorizontalFlip()]
     ds = vision.ImageFolder(str(tmp_path), transform=vision.Compose(steps))
     whole = stoker._native.lib.ImagePipeline.make([s._step for s in steps])
     for i, (path, _) in enumerate(ds.samples):
