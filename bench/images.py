@@ -16,6 +16,10 @@ Loaders:
               transforms in C++ reader threads, written into the batch;
   DALI (CPU)  where nvidia-dali-cuda120 is installed: DALI's CPU pipeline
               (device_id=None) with as many threads, torch tensors out;
+  FFCV        where ffcv is installed (built from source against Debian's
+              libturbojpeg0-dev and libopencv-dev): its Loader over its own
+              .beton (the images re-encoded at quality 90, written once),
+              one Loader for all rounds, warmed up by an epoch first;
   SPDL        where spdl is installed (with FFmpeg's libraries: Debian's
               libavcodec59 ...): its thread pipeline, FFmpeg decoding and
               filters for the crop, scale and flip.
@@ -169,6 +173,49 @@ class SpdlLoader:
             yield from pipeline.get_iterator(timeout=120)
 
 
+def ffcv_beton(root: str, samples) -> str:
+    """FFCV reads its own format: the images re-encoded as JPEG quality 90
+    (its "jpg" mode) into root.beton, written once."""
+    path = root.rstrip("/") + ".beton"
+    if os.path.exists(path):
+        return path
+    import numpy as np
+    from ffcv.fields import IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+    from PIL import Image
+
+    class Items:
+        def __len__(self):
+            return len(samples)
+
+        def __getitem__(self, i):
+            with Image.open(samples[i][0]) as im:
+                return np.asarray(im.convert("RGB")), samples[i][1]
+
+    DatasetWriter(path + ".tmp", {"image": RGBImageField(write_mode="jpg", jpeg_quality=90), "label": IntField()},
+                  num_workers=2).from_indexed_dataset(Items())
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def ffcv_loader(beton: str, train: bool, workers: int, batch: int):
+    """FFCV's Loader on the CPU: its RandomResizedCrop / CenterCrop decoders
+    (libjpeg-turbo, then OpenCV's resize), flip and normalise compiled by
+    numba, `workers` threads."""
+    import numpy as np
+    from ffcv.fields.decoders import CenterCropRGBImageDecoder, IntDecoder, RandomResizedCropRGBImageDecoder
+    from ffcv.loader import Loader, OrderOption
+    from ffcv.transforms import NormalizeImage, RandomHorizontalFlip, Squeeze, ToTensor, ToTorchImage
+    mean, std = np.array(MEAN) * 255, np.array(STD) * 255
+    if train:
+        image = [RandomResizedCropRGBImageDecoder((224, 224)), RandomHorizontalFlip()]
+    else:
+        image = [CenterCropRGBImageDecoder((224, 224), ratio=224 / 256)]
+    image += [NormalizeImage(mean, std, np.float32), ToTensor(), ToTorchImage()]
+    return Loader(beton, batch_size=batch, num_workers=workers, order=OrderOption.RANDOM, os_cache=True, drop_last=False,
+                  pipelines={"image": image, "label": [IntDecoder(), ToTensor(), Squeeze()]})
+
+
 def loaders(root: str, train: bool, workers: int, batch: int, peers: bool):
     pil = PILImageFolder(root, train)
     native = vision_folder(root, train)
@@ -183,6 +230,16 @@ def loaders(root: str, train: bool, workers: int, batch: int, peers: bool):
             made["DALI (CPU)"] = lambda: DaliLoader(pil.samples, train, workers, batch)
         else:
             print("(DALI is not installed: pip install nvidia-dali-cuda120; left out)")
+        if importlib.util.find_spec("ffcv") is not None:
+            # One Loader for every round, as FFCV is used (a new one compiles
+            # its pipeline again), warmed up by one epoch first.
+            ffcv = ffcv_loader(ffcv_beton(root, pil.samples), train, workers, batch)
+            for _ in ffcv:
+                pass
+            made["FFCV"] = lambda: ffcv
+        else:
+            print("(FFCV is not installed: it builds from source against libturbojpeg0-dev and libopencv-dev; "
+                  "left out)")
         if importlib.util.find_spec("spdl") is not None:
             made["SPDL"] = lambda: SpdlLoader(pil.samples, train, workers, batch)
         else:
@@ -198,7 +255,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--pipelines", default="train,eval")
-    ap.add_argument("--no-peers", action="store_true", help="leave out DALI and SPDL even where installed")
+    ap.add_argument("--no-peers", action="store_true", help="leave out DALI, FFCV and SPDL even where installed")
     args = ap.parse_args()
     root = make_images(args.root, args.images)
     # Page-cache the files.
