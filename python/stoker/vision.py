@@ -114,7 +114,7 @@ class _Step:
         return type(self), self._args
 
     def __repr__(self):
-        return f"stoker.vision.{type(self).__name__}{self._args!r}"
+        return f"stoker.vision.{type(self).__name__}({', '.join(map(repr, self._args))})"
 
 
 class Resize(_Step):

@@ -227,8 +227,10 @@ def test_same_generator_gives_the_same_batches_whatever_the_threads(tmp_path):
 def test_python_paths_torch_loader_collate_fn_and_python_transform(tmp_path):
     root = folder(tmp_path / "f")
     ds = vision.ImageFolder(root, transform=train_tf(24))
-    torch_batches = list(torch.utils.data.DataLoader(ds, batch_size=6, num_workers=2))
-    assert [tuple(x.shape) for x, _ in torch_batches] == [(6, 3, 24, 24)] * 3
+    for ctx in ("fork", "spawn"):  # (spawned workers get the dataset pickled, with its list of files)
+        torch_batches = list(torch.utils.data.DataLoader(ds, batch_size=6, num_workers=2, multiprocessing_context=ctx))
+        assert [tuple(x.shape) for x, _ in torch_batches] == [(6, 3, 24, 24)] * 3
+        assert torch.cat([y for _, y in torch_batches]).tolist() == ds.targets
     loader = stoker.DataLoader(ds, batch_size=6, num_workers=2, collate_fn=lambda items: items)
     items = [it for batch in loader for it in batch]
     assert len(items) == 18 and all(x.shape == (3, 24, 24) for x, _ in items)
