@@ -33,6 +33,7 @@ are against torch+PIL in the same round.  Prints a table and a JSON line.
 from __future__ import annotations
 
 import argparse
+import io as pyio
 import importlib.util
 import json
 import os
@@ -247,6 +248,41 @@ def loaders(root: str, train: bool, workers: int, batch: int, peers: bool):
     return made
 
 
+def steps(root: str, n: int) -> dict:
+    """Per image on one core (process CPU time over n images, page-cached;
+    torch on one thread, as in a DataLoader worker): what each part costs."""
+    from PIL import Image
+    from stoker import vision
+    from stoker.bench.images import list_images
+    files = [p for p, _ in list_images(root)[:n]]
+    data = [open(p, "rb").read() for p in files]
+    train, evaluation = vision_folder(root, True), vision_folder(root, False)
+    pil_train, pil_eval = PILImageFolder(root, True), PILImageFolder(root, False)
+
+    torch.set_num_threads(1)
+
+    def per_image(fn) -> float:
+        fn(0)
+        t0 = time.process_time()
+        for i in range(n):
+            fn(i)
+        return (time.process_time() - t0) / n * 1e3
+
+    def pil_decode(i):
+        with Image.open(pyio.BytesIO(data[i])) as im:
+            im.convert("RGB").load()
+
+    return {
+        "PIL decode": per_image(pil_decode),
+        "stoker.vision decode_image (whole)": per_image(lambda i: vision.decode_image(data[i])),
+        "PIL item, train (read, decode, crop+resize, flip, normalize)": per_image(lambda i: pil_train[i]),
+        "stoker.vision item, train (read, partial decode, the rest)": per_image(
+            lambda i: train._native.read_with(i, i)),
+        "PIL item, eval": per_image(lambda i: pil_eval[i]),
+        "stoker.vision item, eval": per_image(lambda i: evaluation._native.read_with(i, i)),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", default="/tmp/stoker-bench-images")
@@ -255,9 +291,15 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--pipelines", default="train,eval")
+    ap.add_argument("--steps", type=int, default=0, metavar="N",
+                    help="instead: the cost of each part per image on one core, over N images")
     ap.add_argument("--no-peers", action="store_true", help="leave out DALI, FFCV and SPDL even where installed")
     args = ap.parse_args()
     root = make_images(args.root, args.images)
+    if args.steps:
+        for name, ms in steps(root, args.steps).items():
+            print(f"{name:<62} {ms:6.2f} ms")
+        return
     # Page-cache the files.
     for d, _, files in os.walk(root):
         for f in files:

@@ -71,5 +71,5 @@ WORKLOADS = {
     "b": Workload("b", "tiny samples (16 float32), batch 1, 2 workers", (16,), 1, 2, 4096),
     "c": Workload("c", "4 MiB float32 samples, batch 8, 2 workers", (1024, 1024), 8, 2, 16),
     # rows: the number of images.  torch: PIL; stoker: stoker.vision.
-    "i": Workload("i", "JPEG 500x375 -> train crop 224, batch 64, 2 workers", (3, 224, 224), 64, 2, 1000),
+    "i": Workload("i", "JPEGs -> train crop 224, batch 64, 2 workers", (3, 224, 224), 64, 2, 1000),
 }
