@@ -44,7 +44,7 @@ import torch
 
 import stoker
 from stoker._procfs import tree_pids
-from stoker.bench.images import MEAN, STD, PILImageFolder, make_images, vision_folder
+from stoker.bench.images import MEAN, STD, PILImageFolder, make_images, make_images_from_photos, vision_folder
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -291,11 +291,18 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--pipelines", default="train,eval")
+    ap.add_argument("--photos", metavar="DIR",
+                    help="make the images from the photographs in DIR (windows of 500x375 at their own scale) "
+                         "instead of synthetic ones")
     ap.add_argument("--steps", type=int, default=0, metavar="N",
                     help="instead: the cost of each part per image on one core, over N images")
     ap.add_argument("--no-peers", action="store_true", help="leave out DALI, FFCV and SPDL even where installed")
     args = ap.parse_args()
-    root = make_images(args.root, args.images)
+    if args.photos:
+        photos = sorted(os.path.join(args.photos, f) for f in os.listdir(args.photos))
+        root = make_images_from_photos(args.root, photos, args.images)
+    else:
+        root = make_images(args.root, args.images)
     if args.steps:
         for name, ms in steps(root, args.steps).items():
             print(f"{name:<62} {ms:6.2f} ms")

@@ -47,6 +47,38 @@ def make_images(root: str, count: int, classes: int = 10, size=(375, 500), seed:
     return root
 
 
+def make_images_from_photos(root: str, photos: list[str], count: int, classes: int = 10,
+                            size=(375, 500), seed: int = 0) -> str:
+    """Writes `count` JPEGs (quality 90) under root/class_XX/, each a window
+    of `size` at a random place in one of `photos` (real photographs, at
+    their own scale: a smaller photo is enlarged just enough), mirrored at
+    random.  Once: kept if already there."""
+    from PIL import Image
+    stamp = os.path.join(root, f".made-photos-{count}-{classes}-{size[0]}x{size[1]}-{seed}-{len(photos)}")
+    if os.path.exists(stamp):
+        return root
+    rng = np.random.default_rng(seed)
+    h, w = size
+    sources = []
+    for p in photos:
+        im = Image.open(p).convert("RGB")
+        k = max(w / im.width, h / im.height, 1.0)
+        if k > 1.0:
+            im = im.resize((int(np.ceil(im.width * k)), int(np.ceil(im.height * k))), Image.BICUBIC)
+        sources.append(im)
+    for c in range(classes):
+        os.makedirs(os.path.join(root, f"class_{c:02d}"), exist_ok=True)
+    for i in range(count):
+        im = sources[int(rng.integers(len(sources)))]
+        top, left = int(rng.integers(im.height - h + 1)), int(rng.integers(im.width - w + 1))
+        out = im.crop((left, top, left + w, top + h))
+        if rng.random() < 0.5:
+            out = out.transpose(Image.FLIP_LEFT_RIGHT)
+        out.save(os.path.join(root, f"class_{i % classes:02d}", f"img_{i:06d}.jpg"), quality=90)
+    open(stamp, "w").close()
+    return root
+
+
 def list_images(root: str) -> list[tuple[str, int]]:
     """(path, class index) in torchvision's ImageFolder order."""
     classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
