@@ -17,11 +17,6 @@
 
 namespace stoker {
 
-// Files as samples, as torchvision's ImageFolder lists them: field "image"
-// (the file's bytes, variable length) and "label" (int64); items are
-// (image, label) tuples.  Errors name the file.
-Result<std::shared_ptr<NativeDataset>> FileListDataset(std::vector<std::string> paths, std::vector<int64_t> labels);
-
 class ImageDataset : public NativeDataset {
  public:
   // `image_field` of `base` must be a variable uint8 field.  A null
@@ -71,6 +66,14 @@ class ImageDataset : public NativeDataset {
   std::vector<FieldSpec> fields_;
   std::atomic<uint64_t> seed_{0};
 };
+
+// Image files as samples, as torchvision's ImageFolder lists them (the
+// listing is the caller's: stoker.vision.ImageFolder walks the folders):
+// items (3 x h x w image, int64 label), batches [images, labels].  Errors
+// name the file.
+Result<std::shared_ptr<ImageDataset>> ImageFolderDataset(std::vector<std::string> paths, std::vector<int64_t> labels,
+                                                        std::shared_ptr<const ImagePipeline> transform,
+                                                        uint64_t max_pixels = kDefaultMaxImagePixels);
 
 }  // namespace stoker
 

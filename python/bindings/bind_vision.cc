@@ -116,8 +116,12 @@ void BindVision(py::module_& m) {
                                    py::bytes(out)); });
 
   py::class_<ImageDataset, NativeDataset, std::shared_ptr<ImageDataset>>(m, "ImageDataset")
-      .def_static("file_list", [](std::vector<std::string> paths, std::vector<int64_t> labels) {
-             return Check(FileListDataset(std::move(paths), std::move(labels))); })
+      .def_static("folder", [](std::vector<std::string> paths, std::vector<int64_t> labels,
+                               std::shared_ptr<ImagePipeline> transform, uint64_t max_pixels,
+                               const std::string& on_error) {
+             auto d = Check(ImageFolderDataset(std::move(paths), std::move(labels), std::move(transform), max_pixels));
+             d->set_on_error(on_error == "skip" ? OnError::kSkip : OnError::kRaise);
+             return d; })
       .def(py::init([](std::shared_ptr<NativeDataset> base, const std::string& field,
                        std::shared_ptr<ImagePipeline> transform, uint64_t max_pixels, const std::string& on_error) {
              auto d = Check(ImageDataset::Make(std::move(base), field, std::move(transform), max_pixels));

@@ -292,10 +292,11 @@ def _split(transform):
 class _ImageBase(_io.NativeDataset):
     """Decoding and transforming an image field of a native dataset."""
 
-    def _open(self, base_native, field: str, transform, max_image_pixels: int, on_error: str):
+    def _open(self, make, transform, on_error: str):
+        """make(pipeline) -> the native ImageDataset."""
         _io._check_choice("on_error", on_error, ("raise", "skip"))
         pipeline, self._python = _split(transform)
-        self._native = N.lib.ImageDataset(base_native, field, pipeline, int(max_image_pixels), on_error)
+        self._native = make(pipeline)
         self._image_index = self._native.image_field
         # C++ threads load it when the image has one size and no Python runs.
         self._native_loadable = (self._python is None and pipeline is not None and pipeline.fixed_size is not None
@@ -357,8 +358,9 @@ class ImageFolder(_ImageBase):
         self.transform, self._target_transform = transform, target_transform
         self.target_transform = target_transform
         self._args_kw = dict(max_image_pixels=max_image_pixels, on_error=on_error)
-        base = N.lib.ImageDataset.file_list([s[0] for s in self.samples], self.targets)
-        self._open(base, "image", transform, max_image_pixels, on_error)
+        paths = [s[0] for s in self.samples]
+        self._open(lambda pipeline: N.lib.ImageDataset.folder(paths, self.targets, pipeline, int(max_image_pixels),
+                                                             on_error), transform, on_error)
 
     def __getitem__(self, index: int):
         img, label = self._sample(index)
@@ -416,7 +418,8 @@ class ImageDataset(_ImageBase):
         self.dataset, self.image, self.transform = dataset, image, transform
         self._args = (dataset, image, transform)
         self._kw = dict(max_image_pixels=max_image_pixels, on_error=on_error)
-        self._open(dataset._native, image, transform, max_image_pixels, on_error)
+        self._open(lambda pipeline: N.lib.ImageDataset(dataset._native, image, pipeline, int(max_image_pixels),
+                                                      on_error), transform, on_error)
 
     def set_epoch(self, epoch: int) -> None:
         self._native.set_epoch(int(epoch))

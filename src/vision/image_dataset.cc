@@ -1,4 +1,5 @@
-// FileListDataset and ImageDataset (include/stoker/image_dataset.h).
+// ImageDataset (include/stoker/image_dataset.h) and the file list under
+// ImageFolderDataset (vision/file_list.h).
 #include "stoker/image_dataset.h"
 
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 
 #include "core/mix.h"
 #include "core/unique_fd.h"
+#include "vision/file_list.h"
 
 namespace stoker {
 
@@ -36,6 +38,7 @@ class FileList : public NativeDataset {
     if (::stat(paths_[index].c_str(), &st) != 0) return Status::IOError(paths_[index], errno);
     bytes[0] = static_cast<uint64_t>(st.st_size);
     bytes[1] = 8;
+    last_ = {this, index, bytes[0]};  // Read's room, for this thread: this size
     return Status::OK();
   }
 
@@ -46,9 +49,14 @@ class FileList : public NativeDataset {
     if (fd.get() < 0) return Status::IOError(path, errno);
     struct stat st{};
     if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
-    // The size SampleBytes saw is the room there is; a file that changed
-    // size since is refused rather than cut.
-    const auto want = static_cast<uint64_t>(st.st_size);
+    // The room there is: the size SampleBytes saw.  A file that changed
+    // size since is refused, never read past its room nor cut short.
+    if (last_.owner != this || last_.index != index)
+      return Status::Internal(path + ": read without its size asked just before (SampleBytes)");
+    const uint64_t want = last_.bytes;
+    if (static_cast<uint64_t>(st.st_size) != want)
+      return Status::DataLoss(path + ": the file changed size (" + std::to_string(want) + " to " +
+                              std::to_string(st.st_size) + " bytes) while being read");
     uint64_t got = 0;
     while (got < want) {
       const ssize_t r = ::pread(fd.get(), dst[0] + got, want - got, static_cast<off_t>(got));
@@ -63,6 +71,15 @@ class FileList : public NativeDataset {
   }
 
  private:
+  // The size SampleBytes last gave this thread: another thread's look at
+  // a file that changed meanwhile cannot change this thread's room.  (Its
+  // one caller, ImageDataset, asks and reads one file at a time.)
+  struct Last {
+    const FileList* owner = nullptr;
+    uint64_t index = 0, bytes = 0;
+  };
+  static thread_local Last last_;
+
   Status CheckIndex(uint64_t index) const {
     if (index >= paths_.size())
       return Status::InvalidArgument("index " + std::to_string(index) + " is out of range for " + Describe());
@@ -73,6 +90,8 @@ class FileList : public NativeDataset {
   std::vector<FieldSpec> fields_;
 };
 
+thread_local FileList::Last FileList::last_;
+
 }  // namespace
 
 Result<std::shared_ptr<NativeDataset>> FileListDataset(std::vector<std::string> paths, std::vector<int64_t> labels) {
@@ -80,6 +99,13 @@ Result<std::shared_ptr<NativeDataset>> FileListDataset(std::vector<std::string> 
     return Status::InvalidArgument("FileListDataset: " + std::to_string(paths.size()) + " paths but " +
                                    std::to_string(labels.size()) + " labels");
   return std::shared_ptr<NativeDataset>(std::make_shared<FileList>(std::move(paths), std::move(labels)));
+}
+
+Result<std::shared_ptr<ImageDataset>> ImageFolderDataset(std::vector<std::string> paths, std::vector<int64_t> labels,
+                                                        std::shared_ptr<const ImagePipeline> transform,
+                                                        uint64_t max_pixels) {
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<NativeDataset> files, FileListDataset(std::move(paths), std::move(labels)));
+  return ImageDataset::Make(std::move(files), "image", std::move(transform), max_pixels);
 }
 
 Result<std::shared_ptr<ImageDataset>> ImageDataset::Make(std::shared_ptr<NativeDataset> base,

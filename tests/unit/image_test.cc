@@ -2,13 +2,18 @@
 // compressor), the resampler and the transform plan.  Equality with PIL is
 // tested from Python (tests/python/test_vision.py), where PIL is.
 #include <turbojpeg.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "stoker/image.h"
+#include "stoker/image_dataset.h"
 #include "stoker/image_transforms.h"
 #include "vision/resample.h"
 
@@ -197,6 +202,35 @@ TEST(ImagePipeline, RandomCropLargerThanTheImage) {
   crop.pad_if_needed = true;
   p = ImagePipeline::Make({crop}).value();
   EXPECT_TRUE(p->Run(rgb.data(), 8, 8, 1, out.data()).ok());
+}
+
+TEST(ImageFolderDataset, ReadsLabelsAndNamesTheBadFile) {
+  const auto dir = std::filesystem::temp_directory_path() / ("stoker_image_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const auto jpg = Jpeg(Gradient(40, 60), 40, 60);
+  const std::string good = (dir / "a.jpg").string(), cut = (dir / "b.jpg").string();
+  std::ofstream(good, std::ios::binary).write(reinterpret_cast<const char*>(jpg.data()), jpg.size());
+  std::ofstream(cut, std::ios::binary).write(reinterpret_cast<const char*>(jpg.data()), jpg.size() / 2);
+  auto p = ImagePipeline::Make({Op(ImageOp::Kind::kCenterCrop, 32, 32)}).value();
+  auto ds = ImageFolderDataset({good, cut, (dir / "missing.jpg").string()}, {3, 4, 5}, p);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  auto& d = *ds.value();
+  EXPECT_EQ(d.structure(), SampleStructure::kTuple);
+  ASSERT_EQ(d.fields().size(), 2u);
+  EXPECT_EQ(d.fields()[0].shape, (std::vector<int64_t>{3, 32, 32}));
+  std::vector<uint8_t> img(3 * 32 * 32);
+  int64_t label = 0;
+  uint8_t* dst[2] = {img.data(), reinterpret_cast<uint8_t*>(&label)};
+  ASSERT_TRUE(d.Read(0, dst).ok());
+  EXPECT_EQ(label, 3);
+  Status bad = d.Read(1, dst);
+  EXPECT_TRUE(bad.IsDataLoss());
+  EXPECT_NE(bad.message().find(cut), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("truncated"), std::string::npos) << bad.message();
+  Status missing = d.Read(2, dst);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("missing.jpg"), std::string::npos) << missing.message();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
