@@ -6,6 +6,7 @@
 #include "core/atomic_file.h"
 #include "glue/errors.h"
 #include "glue/options.h"
+#include "glue/read_sample.h"
 #include "io/record_file_dataset.h"
 #include "io/tar_file.h"
 #include "io/tar_shard_dataset.h"
@@ -110,26 +111,9 @@ void BindIo(py::module_& m) {
       .def_property_readonly("skipped", &NativeDataset::skipped)
       .def_property_readonly("last_skipped", &NativeDataset::last_skipped)
       .def_property_readonly("on_error", [](NativeDataset& d) { return d.on_error() == OnError::kSkip ? "skip" : "raise"; })
+      // One sample as bytes per field (the slow path, for __getitem__).
       .def("read", [](NativeDataset& d, uint64_t i) {
-             // One sample as bytes per field (the slow path, for __getitem__).
-             const std::vector<FieldSpec>& fields = d.fields();
-             std::vector<uint64_t> sizes(fields.size());
-             std::vector<std::string> bufs;
-             std::vector<uint8_t*> dst;
-             Status st;
-             {
-               py::gil_scoped_release nogil;
-               st = d.SampleBytes(i, sizes.data());
-               if (st.ok()) {
-                 for (uint64_t s : sizes) bufs.emplace_back(s, '\0');
-                 for (std::string& b : bufs) dst.push_back(reinterpret_cast<uint8_t*>(b.data()));
-                 st = d.Read(i, dst.data());
-               }
-             }
-             Check(st);
-             py::list out;
-             for (const std::string& b : bufs) out.append(py::bytes(b));
-             return out; });
+             return ReadSample(d, i, [&](uint8_t* const* dst) { return d.Read(i, dst); }); });
 
   py::class_<NativeWorkers>(m, "NativeWorkers")
       .def(py::init([](std::shared_ptr<Engine> e, std::shared_ptr<NativeDataset> d, const std::string& priority) {

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "glue/errors.h"
+#include "glue/read_sample.h"
 #include "shm/batch_format.h"
 #include "stoker/image.h"
 #include "stoker/image_dataset.h"
@@ -130,25 +131,9 @@ void BindVision(py::module_& m) {
       .def_property_readonly("image_field", &ImageDataset::image_field)
       // One sample with the random word given: ([bytes per field], (h, w)).
       .def("read_with", [](ImageDataset& d, uint64_t i, uint64_t random) {
-             const std::vector<FieldSpec>& fields = d.fields();
-             std::vector<uint64_t> sizes(fields.size());
-             std::vector<std::string> bufs;
-             std::vector<uint8_t*> dst;
              int64_t h = 0, w = 0;
-             Status st;
-             {
-               py::gil_scoped_release nogil;
-               st = d.SampleBytes(i, sizes.data());
-               if (st.ok()) {
-                 for (uint64_t s : sizes) bufs.emplace_back(s, '\0');
-                 for (std::string& b : bufs) dst.push_back(reinterpret_cast<uint8_t*>(b.data()));
-                 st = d.ReadWith(i, random, dst.data(), &h, &w);
-               }
-             }
-             Check(st);
-             py::list out;
-             for (const std::string& b : bufs) out.append(py::bytes(b));
-             return py::make_tuple(out, py::make_tuple(h, w)); });
+             py::list parts = ReadSample(d, i, [&](uint8_t* const* dst) { return d.ReadWith(i, random, dst, &h, &w); });
+             return py::make_tuple(parts, py::make_tuple(h, w)); });
 }
 
 }  // namespace stoker::glue

@@ -83,32 +83,68 @@ def test_decode_refuses_bad_images_with_the_reason():
     assert vision.decode_image(good, max_pixels=75 * 100).shape == (75, 100, 3)
 
 
+def test_decode_releases_the_gil():
+    """With a switch interval far longer than the test, another Python thread
+    runs during decode_image only if decode_image lets the GIL go."""
+    import sys
+    data = encode(photo(375, 500), quality=90)
+    go, ran = threading.Event(), threading.Event()
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(100.0)
+    try:
+        t = threading.Thread(target=lambda: (go.wait(), ran.set()))
+        t.start()
+        go.set()  # the thread now waits for the GIL, which this one holds
+        for _ in range(50):
+            vision.decode_image(data)
+            if ran.is_set():
+                break
+        saw = ran.is_set()
+    finally:
+        sys.setswitchinterval(old)
+        t.join()
+    assert saw, "no other thread ran while decode_image decoded 50 images: it holds the GIL"
+
+
+def _speedup(work, n):
+    """Wall time of work(n) on one thread over work(n // 2) on each of two."""
+    t0 = time.perf_counter()
+    work(n)
+    one = time.perf_counter() - t0
+    threads = [threading.Thread(target=work, args=(n // 2,)) for _ in range(2)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return one / (time.perf_counter() - t0)
+
+
 def test_two_threads_decode_faster_than_one():
+    """At least 1.5x with two threads; on a machine too busy to give two
+    cores, as much as zlib (which runs without the GIL) gets in the same
+    round."""
+    import zlib
     if (os.cpu_count() or 1) < 2:
         pytest.skip("needs 2 cores")
     data = encode(photo(375, 500), quality=90)
-    n = 150
+    blob = os.urandom(1 << 20)
 
-    def work(k):
+    def decode(k):
         for _ in range(k):
             vision.decode_image(data)
 
-    best = 0.0
-    for _ in range(3):  # the machine is shared: the best of three rounds
-        t0 = time.perf_counter()
-        work(n)
-        one = time.perf_counter() - t0
-        threads = [threading.Thread(target=work, args=(n // 2,)) for _ in range(2)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        two = time.perf_counter() - t0
-        best = max(best, one / two)
-        if best >= 1.5:
-            break
-    assert best >= 1.5, f"two threads decoded only {best:.2f}x as fast as one: is the GIL held?"
+    def deflate(k):
+        for _ in range(k):
+            zlib.compress(blob[: 200_000], 1)
+
+    rounds = []
+    for _ in range(5):
+        ours, reference = _speedup(decode, 150), _speedup(deflate, 150)
+        rounds.append((round(ours, 2), round(reference, 2)))
+        if ours >= 1.5 or ours >= 0.85 * reference:
+            return
+    pytest.fail(f"two threads decoded only (speedup, zlib's speedup) {rounds}: is the GIL held?")
 
 
 # ---- transforms --------------------------------------------------------------
