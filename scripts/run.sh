@@ -59,7 +59,7 @@ case "$verb" in
     rm -rf build/install
     cmake --install build/tests --prefix build/install >/dev/null
     export STOKER_CPP_PREFIX="$PWD/build/install"
-    echo "== fuzzing the TFRecord and tar readers (libFuzzer, ${STOKER_FUZZ_SECONDS:-20} s each)"
+    echo "== fuzzing the TFRecord and tar readers and the image decoders (libFuzzer, ${STOKER_FUZZ_SECONDS:-20} s each)"
     bash scripts/fuzz.sh "${STOKER_FUZZ_SECONDS:-20}"
     echo "== Python tests"
     # The installed package is tested, not the source tree.
