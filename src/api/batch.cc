@@ -44,7 +44,7 @@ Status ReadField(TreeReader& r, const uint8_t* data, uint64_t used, BatchField* 
 
 }  // namespace
 
-Status ParseNativeBatch(const uint8_t* data, uint64_t used, Batch::Impl* impl) {
+Status ParseNativeBatch(const uint8_t* data, uint64_t used, Batch::Impl* impl, const std::vector<FieldSpec>* fields) {
   BatchHeader h;
   if (used < sizeof h) return Bad("short");
   std::memcpy(&h, data, sizeof h);
@@ -68,6 +68,14 @@ Status ParseNativeBatch(const uint8_t* data, uint64_t used, Batch::Impl* impl) {
   } else if (tag == static_cast<uint8_t>(Tag::kTensor)) {
     impl->fields.resize(1);
     STOKER_RETURN_IF_ERROR(ReadTensor(r, data, used, &impl->fields[0].tensor));
+  } else if (fields && (tag == static_cast<uint8_t>(Tag::kList) || tag == static_cast<uint8_t>(Tag::kTuple))) {
+    uint32_t n;  // a dataset of tuples: its fields in order
+    if (!r.Get(&n) || n != fields->size()) return Bad("tuple");
+    impl->fields.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      impl->fields[i].name = (*fields)[i].name;
+      STOKER_RETURN_IF_ERROR(ReadField(r, data, used, &impl->fields[i]));
+    }
   } else {
     return Bad("root kind");
   }

@@ -23,8 +23,11 @@ struct Batch::Impl {
 };
 
 // Parses the batch bytes at [data, data+used) (src/shm/batch_format.h) into
-// impl->fields.  Internal error for bytes that are not a native batch.
-Status ParseNativeBatch(const uint8_t* data, uint64_t used, Batch::Impl* impl);
+// impl->fields.  Internal error for bytes that are not a native batch.  A
+// dataset of tuples (SampleStructure::kTuple) has its fields by position:
+// they are named from `fields`.
+Status ParseNativeBatch(const uint8_t* data, uint64_t used, Batch::Impl* impl,
+                        const std::vector<FieldSpec>* fields = nullptr);
 
 }  // namespace stoker
 

@@ -74,6 +74,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<NativeDataset> da
                                    "(there is no batch to leave a bad sample out of)");
   auto impl = std::make_unique<Impl>();
   impl->dataset = std::move(dataset);
+  impl->dataset->SetSeed(o.seed);  // random transforms (stoker.vision) draw from the loader's seed
   impl->o = o;
   EngineOptions eo;
   eo.num_workers = o.num_workers;
@@ -183,7 +184,9 @@ Status Loader::Next(Batch* out, bool* end_of_epoch) {
         data = m.engine->SlotRegion(o.slot, &used, &cap);
         used = std::min(used, cap);
       }
-      STOKER_RETURN_IF_ERROR(ParseNativeBatch(data, used, impl.get()));
+      STOKER_RETURN_IF_ERROR(ParseNativeBatch(
+          data, used, impl.get(),
+          m.dataset->structure() == SampleStructure::kTuple ? &m.dataset->fields() : nullptr));
       if (m.o.batch_size == 0) impl->size = 1;
       ++m.delivered;
       m.delivered_bytes += impl->nbytes;
