@@ -6,10 +6,19 @@
 """
 from __future__ import annotations
 
+import os as _os
+
 from stoker.errors import LoaderTimeout, WorkerCrashed
 
 __version__ = "0.1.0"
 __all__ = ["DataLoader", "WorkerCrashed", "LoaderTimeout", "get_worker_info", "DEFAULT_MAX_MEMORY"]
+
+
+#: For C++ programs: the prefix under which an installed stoker has its CMake
+#: package (headers, libstoker.a), as torch.utils.cmake_prefix_path is
+#: torch's: cmake -DCMAKE_PREFIX_PATH="$(python -c 'import stoker; print(stoker.cmake_prefix_path)')",
+#: then find_package(stoker) and target_link_libraries(app PRIVATE stoker::stoker).
+cmake_prefix_path = _os.path.dirname(_os.path.abspath(__file__))
 
 
 def get_worker_info():

@@ -67,6 +67,28 @@ def test_install_layout(prefix):
     assert links and not any("/" in line.split("INTERFACE_LINK_LIBRARIES", 1)[1] for line in links), links
 
 
+def test_the_installed_python_package_carries_the_cpp_package(tmp_path):
+    """pip install puts headers, libstoker.a and the CMake package inside the
+    stoker package: stoker.cmake_prefix_path is enough for find_package, and
+    examples/cpp builds against it."""
+    import stoker
+    root = stoker.cmake_prefix_path
+    for rel in ["include/stoker/loader.h", "include/stoker/image_dataset.h", "lib/libstoker.a",
+                "lib/cmake/stoker/stokerConfig.cmake"]:
+        assert os.path.exists(os.path.join(root, rel)), rel
+    if shutil.which("cmake") is None:
+        pytest.skip("no cmake")
+    import torch.utils
+    b = tmp_path / "examples"
+    run(["cmake", "-S", os.path.join(REPO, "examples", "cpp"), "-B", str(b),
+         f"-DCMAKE_PREFIX_PATH={root};{torch.utils.cmake_prefix_path}", "-DCMAKE_BUILD_TYPE=Release"])
+    run(["cmake", "--build", str(b), "-j", "2"], timeout=900)  # all of examples/cpp, libtorch's too
+    assert (b / "train_libtorch").exists() and (b / "stream").exists()
+    data = tmp_path / "d.bin"
+    run([str(b / "checksum"), "--make", str(data), "100", "4096"])
+    assert "checksum ok: 100 records" in run([str(b / "checksum"), str(data), "4096"], timeout=120).stdout
+
+
 @pytest.mark.parametrize("mode", [[], ["--processes", "--workers", "3", "--batch", "7"]])
 def test_plain_cpp_program_checksums_every_batch(examples, tmp_path, mode):
     data = tmp_path / "d.bin"
