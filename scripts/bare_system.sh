@@ -42,8 +42,13 @@ if [ -n "$cert" ] && [ -f "$cert" ]; then
   cp "$cert" "$ROOT/opt/check/ca.crt"
   cert_args="--cert /opt/check/ca.crt"
 fi
-echo "== what the root has from apt that stoker's extension could use (none expected):"
-in_root sh -c 'ls /usr/lib/x86_64-linux-gnu | grep -E "libcurl|libprotobuf|libisal|libturbojpeg|libjpeg|libspng" || echo "  (none)"'
+# The proof holds only if the root lacks every library the wheel carries.
+present="$(in_root sh -c 'ls /usr/lib/x86_64-linux-gnu' | grep -E "libcurl|libprotobuf|libisal|libturbojpeg|libjpeg|libspng" || true)"
+if [ -n "$present" ]; then
+  echo "bare_system.sh: $ROOT is not bare, it has: $present" >&2
+  exit 1
+fi
+echo "== the root has none of libcurl, protobuf, ISA-L, libjpeg-turbo, libspng"
 echo "== pip install $(basename "$wheel") torch==2.13.0 numpy"
 in_root sh -c "rm -rf /venv && python3 -m venv /venv && /venv/bin/pip install -q $cert_args ${links[*]} \
   /opt/check/$(basename "$wheel") torch==2.13.0 numpy"
