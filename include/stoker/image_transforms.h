@@ -71,6 +71,9 @@ class ImagePipeline {
   // first Resize reads for the crop that follows it.  Only that part needs
   // decoding.  False otherwise.
   bool SourceBox(int64_t h, int64_t w, uint64_t random, ImageBox* box) const;
+  // Whether SourceBox can find a part for some image (by the steps alone):
+  // a first crop, or a Resize and then a crop.
+  bool ReadsPart() const;
 
   // The box (top, left, height, width) that step `step` (a
   // RandomResizedCrop) takes from an image of h x w at that
@@ -81,12 +84,20 @@ class ImagePipeline {
   const std::vector<ImageOp>& ops() const { return ops_; }
 
  private:
+  // Step `step`'s crop box on an ih x iw image when it lies inside the
+  // image (false: a crop that pads, or not a crop).
+  bool InsideCrop(size_t step, int64_t ih, int64_t iw, uint64_t random, ImageBox* box) const;
+  void BuildTable();
+
   std::vector<ImageOp> ops_;
   ElementType dtype_ = ElementType::kUInt8;
   bool scale_ = false;
   std::vector<double> mean_, stddev_;  // 3 each, or empty
   size_t geometric_ = 0;               // ops_[0, geometric_) are geometric
   int64_t fixed_h_ = 0, fixed_w_ = 0;
+  // value -> output element per channel, 3 x 256 elements of dtype_: the
+  // conversions and the normalisation as one lookup.
+  std::vector<uint8_t> table_;
 };
 
 }  // namespace stoker

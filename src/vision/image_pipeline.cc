@@ -178,10 +178,8 @@ class Plan {
   // Scratch that does not hold the current view.
   uint8_t* Buffer(int64_t bytes) {
     thread_local std::array<std::vector<uint8_t>, 2> bufs;
-    std::vector<uint8_t>& b = bufs[0].data() == view_.data || (view_.data >= bufs[0].data() &&
-                                                                 view_.data < bufs[0].data() + bufs[0].size())
-                                  ? bufs[1]
-                                  : bufs[0];
+    const bool in_first = view_.data >= bufs[0].data() && view_.data < bufs[0].data() + bufs[0].size();
+    std::vector<uint8_t>& b = bufs[in_first ? 1 : 0];
     b.resize(static_cast<size_t>(bytes));
     return b.data();
   }
@@ -192,9 +190,11 @@ class Plan {
   int64_t top_ = 0, left_ = 0, h_, w_;
 };
 
-// value -> output element, per channel.
+// The view written CHW as elements of T, each byte of channel c through
+// lut[c * 256 + byte].
 template <class T>
-void WritePlanes(const vision::RgbView& v, bool flip, const T (&lut)[3][256], uint8_t* dst) {
+void WritePlanes(const vision::RgbView& v, bool flip, const uint8_t* table, uint8_t* dst) {
+  const T* lut = reinterpret_cast<const T*>(table);
   T* out = reinterpret_cast<T*>(dst);
   const int64_t plane = v.height * v.width;
   for (int64_t y = 0; y < v.height; ++y) {
@@ -204,27 +204,21 @@ void WritePlanes(const vision::RgbView& v, bool flip, const T (&lut)[3][256], ui
     T* o2 = o1 + plane;
     if (!flip) {
       for (int64_t x = 0; x < v.width; ++x) {
-        o0[x] = lut[0][row[3 * x]];
-        o1[x] = lut[1][row[3 * x + 1]];
-        o2[x] = lut[2][row[3 * x + 2]];
+        o0[x] = lut[row[3 * x]];
+        o1[x] = lut[256 + row[3 * x + 1]];
+        o2[x] = lut[512 + row[3 * x + 2]];
       }
     } else {
       for (int64_t x = 0, s = v.width - 1; x < v.width; ++x, --s) {
-        o0[x] = lut[0][row[3 * s]];
-        o1[x] = lut[1][row[3 * s + 1]];
-        o2[x] = lut[2][row[3 * s + 2]];
+        o0[x] = lut[row[3 * s]];
+        o1[x] = lut[256 + row[3 * s + 1]];
+        o2[x] = lut[512 + row[3 * s + 2]];
       }
     }
   }
 }
 
-struct IdentityTable {
-  uint8_t lut[3][256];
-  IdentityTable() {
-    for (auto& row : lut)
-      for (int v = 0; v < 256; ++v) row[v] = static_cast<uint8_t>(v);
-  }
-};
+bool IsCrop(Kind k) { return k == Kind::kCenterCrop || k == Kind::kRandomCrop || k == Kind::kRandomResizedCrop; }
 
 }  // namespace
 
@@ -324,7 +318,42 @@ Result<std::shared_ptr<const ImagePipeline>> ImagePipeline::Make(std::vector<Ima
     p->fixed_w_ = op.width;
     break;
   }
+  p->BuildTable();
   return std::shared_ptr<const ImagePipeline>(std::move(p));
+}
+
+void ImagePipeline::BuildTable() {
+  // torchvision's arithmetic in float32 (scale: x / 255, then (x - mean) /
+  // std); in float64 for float64.
+  auto value = [&](int c, int v) {
+    float x = static_cast<float>(v);
+    if (scale_) x = x / 255.0f;
+    if (!mean_.empty()) x = (x - static_cast<float>(mean_[c])) / static_cast<float>(stddev_[c]);
+    return x;
+  };
+  table_.resize(3 * 256 * ElementSize(dtype_));
+  for (int c = 0; c < 3; ++c)
+    for (int v = 0; v < 256; ++v) {
+      const size_t i = static_cast<size_t>(c * 256 + v);
+      switch (dtype_) {
+        case ElementType::kUInt8:
+          table_[i] = static_cast<uint8_t>(v);
+          break;
+        case ElementType::kFloat32:
+          reinterpret_cast<float*>(table_.data())[i] = value(c, v);
+          break;
+        case ElementType::kFloat64: {
+          double x = v;
+          if (scale_) x = x / 255.0;
+          if (!mean_.empty()) x = (x - mean_[c]) / stddev_[c];
+          reinterpret_cast<double*>(table_.data())[i] = x;
+          break;
+        }
+        default:  // float16, bfloat16
+          reinterpret_cast<uint16_t*>(table_.data())[i] =
+              dtype_ == ElementType::kFloat16 ? FloatToHalf(value(c, v)) : FloatToBFloat16(value(c, v));
+      }
+    }
 }
 
 void ImagePipeline::OutputSize(int64_t h, int64_t w, int64_t* oh, int64_t* ow) const {
@@ -342,42 +371,47 @@ void ImagePipeline::OutputSize(int64_t h, int64_t w, int64_t* oh, int64_t* ow) c
   *ow = w;
 }
 
-bool ImagePipeline::SourceBox(int64_t h, int64_t w, uint64_t random, ImageBox* box) const {
-  // The first crop inside the image, at step `at`, on an image of ih x iw.
-  auto crop = [&](size_t at, int64_t ih, int64_t iw, ImageBox* b) {
-    const ImageOp& op = ops_[at];
-    switch (op.kind) {
-      case Kind::kRandomResizedCrop: {
-        Draws d(random, at);
-        ResizedCropBox(op, ih, iw, &d, &b->top, &b->left, &b->height, &b->width);
-        return true;
-      }
-      case Kind::kRandomCrop: {
-        if (op.height > ih || op.width > iw) return false;
-        Draws d(random, at);
-        b->top = d.Below(ih - op.height + 1);
-        b->left = d.Below(iw - op.width + 1);
-        break;
-      }
-      case Kind::kCenterCrop:
-        if (op.height > ih || op.width > iw) return false;
-        b->top = RoundHalfEven(static_cast<double>(ih - op.height) / 2.0);
-        b->left = RoundHalfEven(static_cast<double>(iw - op.width) / 2.0);
-        break;
-      default:
-        return false;
+bool ImagePipeline::InsideCrop(size_t step, int64_t ih, int64_t iw, uint64_t random, ImageBox* b) const {
+  const ImageOp& op = ops_[step];
+  switch (op.kind) {
+    case Kind::kRandomResizedCrop: {
+      Draws d(random, step);
+      ResizedCropBox(op, ih, iw, &d, &b->top, &b->left, &b->height, &b->width);
+      return true;
     }
-    b->height = op.height;
-    b->width = op.width;
-    return true;
-  };
-  if (geometric_ >= 1 && crop(0, h, w, box)) return true;
+    case Kind::kRandomCrop: {
+      if (op.height > ih || op.width > iw) return false;
+      Draws d(random, step);
+      b->top = d.Below(ih - op.height + 1);
+      b->left = d.Below(iw - op.width + 1);
+      break;
+    }
+    case Kind::kCenterCrop:
+      if (op.height > ih || op.width > iw) return false;
+      b->top = RoundHalfEven(static_cast<double>(ih - op.height) / 2.0);
+      b->left = RoundHalfEven(static_cast<double>(iw - op.width) / 2.0);
+      break;
+    default:
+      return false;
+  }
+  b->height = op.height;
+  b->width = op.width;
+  return true;
+}
+
+bool ImagePipeline::ReadsPart() const {
+  return (geometric_ >= 1 && IsCrop(ops_[0].kind)) ||
+         (geometric_ >= 2 && ops_[0].kind == Kind::kResize && IsCrop(ops_[1].kind));
+}
+
+bool ImagePipeline::SourceBox(int64_t h, int64_t w, uint64_t random, ImageBox* box) const {
+  if (geometric_ >= 1 && InsideCrop(0, h, w, random, box)) return true;
   // Resize, then a crop: the source pixels the resize reads for the window.
   if (geometric_ >= 2 && ops_[0].kind == Kind::kResize) {
     int64_t nh = ops_[0].height, nw = ops_[0].width;
     if (nw == 0) ShorterSide(h, w, ops_[0].height, ops_[0].max_size, &nh, &nw);
     ImageBox win;
-    if (!crop(1, nh, nw, &win)) return false;
+    if (!InsideCrop(1, nh, nw, random, &win)) return false;
     int64_t y0, y1, x0, x1;
     vision::SourceSpan(h, nh, win.top, win.height, &y0, &y1);
     vision::SourceSpan(w, nw, win.left, win.width, &x0, &x1);
@@ -400,40 +434,35 @@ Status ImagePipeline::Run(const uint8_t* rgb, int64_t h, int64_t w, uint64_t ran
         plan.Resize(nh, nw);
         break;
       }
-      case Kind::kCenterCrop: {
-        int64_t ph = ih, pw = iw, pt = 0, pl = 0;  // after torchvision's zero padding
-        if (op.height > ih || op.width > iw) {
+      case Kind::kCenterCrop:
+      case Kind::kRandomCrop:
+      case Kind::kRandomResizedCrop: {
+        ImageBox b;
+        if (InsideCrop(i, ih, iw, random, &b)) {
+          plan.Crop(b.top, b.left, b.height, b.width);
+          if (op.kind == Kind::kRandomResizedCrop) plan.Resize(op.height, op.width);
+          break;
+        }
+        // Larger than the image: torchvision's zero padding, then the crop.
+        int64_t ph = ih, pw = iw, pt = 0, pl = 0;
+        if (op.kind == Kind::kCenterCrop) {
           pl = op.width > iw ? (op.width - iw) / 2 : 0;
           pt = op.height > ih ? (op.height - ih) / 2 : 0;
           pw = iw + pl + (op.width > iw ? (op.width - iw + 1) / 2 : 0);
           ph = ih + pt + (op.height > ih ? (op.height - ih + 1) / 2 : 0);
+          plan.Crop(RoundHalfEven(static_cast<double>(ph - op.height) / 2.0) - pt,
+                    RoundHalfEven(static_cast<double>(pw - op.width) / 2.0) - pl, op.height, op.width);
+          break;
         }
-        const int64_t top = RoundHalfEven(static_cast<double>(ph - op.height) / 2.0);
-        const int64_t left = RoundHalfEven(static_cast<double>(pw - op.width) / 2.0);
-        plan.Crop(top - pt, left - pl, op.height, op.width);
-        break;
-      }
-      case Kind::kRandomCrop: {
-        Draws d(random, i);
-        int64_t ph = ih, pw = iw, pt = 0, pl = 0;
-        if (op.pad_if_needed) {  // torchvision pads both sides by the shortfall
-          if (iw < op.width) pl = op.width - iw, pw = iw + 2 * pl;
-          if (ih < op.height) pt = op.height - ih, ph = ih + 2 * pt;
-        }
-        if (op.height > ph || op.width > pw)
+        if (!op.pad_if_needed)
           return Status::InvalidArgument(op.Describe() + " is larger than the image (" + std::to_string(iw) + "x" +
                                          std::to_string(ih) + " at that step); pass pad_if_needed=True to pad it");
+        if (iw < op.width) pl = op.width - iw, pw = iw + 2 * pl;  // both sides by the shortfall
+        if (ih < op.height) pt = op.height - ih, ph = ih + 2 * pt;
+        Draws d(random, i);
         const int64_t top = d.Below(ph - op.height + 1);
         const int64_t left = d.Below(pw - op.width + 1);
         plan.Crop(top - pt, left - pl, op.height, op.width);
-        break;
-      }
-      case Kind::kRandomResizedCrop: {
-        Draws d(random, i);
-        int64_t top, left, ch, cw;
-        ResizedCropBox(op, ih, iw, &d, &top, &left, &ch, &cw);
-        plan.Crop(top, left, ch, cw);
-        plan.Resize(op.height, op.width);
         break;
       }
       case Kind::kHorizontalFlip: {
@@ -446,56 +475,30 @@ Status ImagePipeline::Run(const uint8_t* rgb, int64_t h, int64_t w, uint64_t ran
     }
   }
   const vision::RgbView out = plan.Final();
-  // The conversions as a table per channel: torchvision's arithmetic in
-  // float32 (scale: x / 255; then (x - mean) / std).
-  auto value = [&](int c, int v) {
-    float x = static_cast<float>(v);
-    if (scale_) x = x / 255.0f;
-    if (!mean_.empty()) x = (x - static_cast<float>(mean_[c])) / static_cast<float>(stddev_[c]);
-    return x;
-  };
-  switch (dtype_) {
-    case ElementType::kUInt8: {
-      static const IdentityTable identity;
-      WritePlanes(out, plan.flipped(), identity.lut, dst);
+  switch (ElementSize(dtype_)) {
+    case 1:
+      WritePlanes<uint8_t>(out, plan.flipped(), table_.data(), dst);
       break;
-    }
-    case ElementType::kFloat32: {
-      float lut[3][256];
-      for (int c = 0; c < 3; ++c)
-        for (int v = 0; v < 256; ++v) lut[c][v] = value(c, v);
-      WritePlanes(out, plan.flipped(), lut, dst);
+    case 2:
+      WritePlanes<uint16_t>(out, plan.flipped(), table_.data(), dst);
       break;
-    }
-    case ElementType::kFloat64: {
-      double lut[3][256];
-      for (int c = 0; c < 3; ++c)
-        for (int v = 0; v < 256; ++v) {
-          double x = v;
-          if (scale_) x = x / 255.0;
-          if (!mean_.empty()) x = (x - mean_[c]) / stddev_[c];
-          lut[c][v] = x;
-        }
-      WritePlanes(out, plan.flipped(), lut, dst);
+    case 4:
+      WritePlanes<float>(out, plan.flipped(), table_.data(), dst);
       break;
-    }
-    default: {  // float16, bfloat16
-      uint16_t lut[3][256];
-      const bool half = dtype_ == ElementType::kFloat16;
-      for (int c = 0; c < 3; ++c)
-        for (int v = 0; v < 256; ++v) lut[c][v] = half ? FloatToHalf(value(c, v)) : FloatToBFloat16(value(c, v));
-      WritePlanes(out, plan.flipped(), lut, dst);
-      break;
-    }
+    default:
+      WritePlanes<double>(out, plan.flipped(), table_.data(), dst);
   }
   return Status::OK();
 }
 
 Status ImagePipeline::CropBox(size_t step, int64_t h, int64_t w, uint64_t random, int64_t box[4]) const {
-  if (step >= ops_.size() || ops_[step].kind != Kind::kRandomResizedCrop)
+  ImageBox b;
+  if (step >= ops_.size() || ops_[step].kind != Kind::kRandomResizedCrop || !InsideCrop(step, h, w, random, &b))
     return Status::InvalidArgument("step " + std::to_string(step) + " is not a RandomResizedCrop");
-  Draws d(random, step);
-  ResizedCropBox(ops_[step], h, w, &d, &box[0], &box[1], &box[2], &box[3]);
+  box[0] = b.top;
+  box[1] = b.left;
+  box[2] = b.height;
+  box[3] = b.width;
   return Status::OK();
 }
 
