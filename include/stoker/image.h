@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "stoker/status.h"
@@ -29,6 +30,10 @@ struct ImageInfo {
 // as a decompression bomb; stoker does too by default.
 inline constexpr uint64_t kDefaultMaxImagePixels = 2ull * 89478485ull;
 
+// DataLoss unless 0 < height, width and height * width <= max_pixels (the
+// decompression-bomb refusal every decoder makes from the header).
+Status CheckImagePixels(int64_t height, int64_t width, uint64_t max_pixels);
+
 // The format and size from the header, without decoding.
 Result<ImageInfo> ReadImageInfo(const uint8_t* data, size_t size);
 
@@ -42,14 +47,17 @@ struct ImageBox {
 };
 
 // Decodes only the part of a JPEG a crop keeps, with libjpeg-turbo's
-// partial decoding: rows above `want` are skipped (entropy-decoded only),
+// partial decoding: rows above the box are skipped (entropy-decoded only),
 // rows below are never decoded, and columns outside it are not transformed.
-// The pixels equal a full decode's.  libjpeg-turbo widens the columns to
-// whole blocks: the return value is the box decoded (rows of its width, in
-// `rgb`), which holds `want`.  InvalidArgument for a JPEG it does not cover
-// (CMYK): decode it whole instead.
-Result<ImageBox> DecodeJpegBox(const uint8_t* data, size_t size, const ImageBox& want, uint64_t max_pixels,
-                               std::vector<uint8_t>* rgb);
+// The pixels equal a whole decode's.  `choose(height, width, &box)` picks
+// the box from the header's size (false: none).  libjpeg-turbo widens the
+// columns to whole blocks: the return value is the box decoded (rows of its
+// width, in `rgb`), which holds the chosen one; *info gets the image's
+// size.  InvalidArgument where a whole decode is needed instead (no box
+// chosen, CMYK, a file without its end marker).
+using ChooseBox = std::function<bool(int64_t height, int64_t width, ImageBox* box)>;
+Result<ImageBox> DecodeJpegBox(const uint8_t* data, size_t size, const ChooseBox& choose, uint64_t max_pixels,
+                               std::vector<uint8_t>* rgb, ImageInfo* info);
 
 }  // namespace stoker
 

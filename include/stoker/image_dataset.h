@@ -20,7 +20,7 @@ namespace stoker {
 class ImageDataset : public NativeDataset {
  public:
   // `image_field` of `base` must be a variable uint8 field.  A null
-  // transform decodes only: 3 x H x W uint8.  The image field is fixed-shape
+  // transform (an empty pipeline) decodes only: 3 x H x W uint8.  The image field is fixed-shape
   // (3, h, w) when the transform gives every image one size; otherwise
   // variable (each sample's CHW values, flat).
   static Result<std::shared_ptr<ImageDataset>> Make(std::shared_ptr<NativeDataset> base, const std::string& image_field,
@@ -54,9 +54,10 @@ class ImageDataset : public NativeDataset {
 
  private:
   ImageDataset() = default;
-  // Reads sample `index`: the encoded image to *encoded (thread-local),
-  // the base's other fields to dst.
-  Status ReadEncoded(uint64_t index, uint8_t* const* dst, const std::vector<uint8_t>** encoded);
+  // Reads sample `index` of the base, whose fields' sizes are `sizes`
+  // (its SampleBytes): the encoded image to *encoded (thread-local), the
+  // other fields to dst.
+  Status ReadBase(uint64_t index, const uint64_t* sizes, uint8_t* const* dst, const std::vector<uint8_t>** encoded);
   Status Fail(uint64_t index, const Status& why) const;
 
   std::shared_ptr<NativeDataset> base_;

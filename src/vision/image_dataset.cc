@@ -128,9 +128,12 @@ Result<std::shared_ptr<ImageDataset>> ImageDataset::Make(std::shared_ptr<NativeD
                                    "' must hold the encoded image's bytes (a variable-length uint8 field, e.g. a "
                                    "tar member declared \"bytes\")");
   if (max_pixels == 0) return Status::InvalidArgument("max_image_pixels must be > 0");
+  if (!transform) {  // decode only: CHW uint8
+    STOKER_ASSIGN_OR_RETURN(transform, ImagePipeline::Make({}));
+  }
   FieldSpec out = in[f];
-  out.dtype = transform ? transform->dtype() : ElementType::kUInt8;
-  if (transform && transform->fixed_size()) {
+  out.dtype = transform->dtype();
+  if (transform->fixed_size()) {
     out.variable = false;
     out.shape = {3, transform->fixed_height(), transform->fixed_width()};
   }
@@ -145,7 +148,7 @@ Result<std::shared_ptr<ImageDataset>> ImageDataset::Make(std::shared_ptr<NativeD
 }
 
 std::string ImageDataset::Describe() const {
-  return "images of " + base_->Describe() + (transform_ ? " with " + transform_->Describe() : "");
+  return "images of " + base_->Describe() + (transform_->ops().empty() ? "" : " with " + transform_->Describe());
 }
 
 Status ImageDataset::BeginEpoch(uint64_t epoch) {
@@ -166,15 +169,12 @@ Status ImageDataset::Fail(uint64_t index, const Status& why) const {
   return Status::FromCode(why.code(), base_->DescribeSample(index) + ": " + why.message());
 }
 
-Status ImageDataset::ReadEncoded(uint64_t index, uint8_t* const* dst, const std::vector<uint8_t>** encoded) {
-  const size_t nf = base_->fields().size();
-  thread_local std::vector<uint64_t> sizes;
+Status ImageDataset::ReadBase(uint64_t index, const uint64_t* sizes, uint8_t* const* dst,
+                              const std::vector<uint8_t>** encoded) {
   thread_local std::vector<uint8_t*> bdst;
   thread_local std::vector<uint8_t> bytes;
-  sizes.assign(nf, 0);
-  STOKER_RETURN_IF_ERROR(base_->SampleBytes(index, sizes.data()));
   bytes.resize(sizes[field_]);
-  bdst.assign(dst, dst + nf);
+  bdst.assign(dst, dst + base_->fields().size());
   bdst[field_] = bytes.data();
   STOKER_RETURN_IF_ERROR(base_->Read(index, bdst.data()));
   *encoded = &bytes;
@@ -182,45 +182,36 @@ Status ImageDataset::ReadEncoded(uint64_t index, uint8_t* const* dst, const std:
 }
 
 Status ImageDataset::ReadWith(uint64_t index, uint64_t random, uint8_t* const* dst, int64_t* h, int64_t* w) {
+  thread_local std::vector<uint64_t> sizes;
+  sizes.assign(base_->fields().size(), 0);
+  STOKER_RETURN_IF_ERROR(base_->SampleBytes(index, sizes.data()));
   const std::vector<uint8_t>* encoded = nullptr;
-  STOKER_RETURN_IF_ERROR(ReadEncoded(index, dst, &encoded));
+  STOKER_RETURN_IF_ERROR(ReadBase(index, sizes.data(), dst, &encoded));
   thread_local std::vector<uint8_t> pixels;
   const uint8_t* data = encoded->data();
   const size_t size = encoded->size();
+  ImageInfo info;
+  ImageBox part;
+  bool partial = false;
   // A JPEG whose steps read only part of it: only that part is decoded.
-  if (transform_ && size >= 3 && data[0] == 0xFF && data[1] == 0xD8) {
-    Result<ImageInfo> info = ReadImageInfo(data, size);
-    ImageBox want;
-    if (info.ok() && transform_->SourceBox(info.value().height, info.value().width, random, &want)) {
-      Result<ImageBox> got = DecodeJpegBox(data, size, want, max_pixels_, &pixels);
-      if (got.ok()) {
-        transform_->OutputSize(info.value().height, info.value().width, h, w);
-        Status st = transform_->Run(pixels.data(), info.value().height, info.value().width, random, dst[field_],
-                                    &got.value());
-        return st.ok() ? st : Fail(index, st);
-      }
-      if (got.status().IsDataLoss()) return Fail(index, got.status());
-      // else (CMYK, no end marker): decoded whole below, which names any damage
-    }
+  if (transform_->ReadsPart() && size >= 3 && data[0] == 0xFF && data[1] == 0xD8) {
+    Result<ImageBox> got = DecodeJpegBox(
+        data, size, [&](int64_t ih, int64_t iw, ImageBox* box) { return transform_->SourceBox(ih, iw, random, box); },
+        max_pixels_, &pixels, &info);
+    if (got.ok()) {
+      part = got.value();
+      partial = true;
+    } else if (got.status().IsDataLoss()) {
+      return Fail(index, got.status());
+    }  // else (no box, CMYK, no end marker): decoded whole, which names any damage
   }
-  Result<ImageInfo> r = DecodeImage(data, size, max_pixels_, &pixels);
-  if (!r.ok()) return Fail(index, r.status());
-  const ImageInfo info = r.value();
-  if (!transform_) {  // decode only: HWC to CHW
-    const int64_t plane = info.height * info.width;
-    uint8_t* out = dst[field_];
-    const uint8_t* p = pixels.data();
-    for (int64_t i = 0; i < plane; ++i, p += 3) {
-      out[i] = p[0];
-      out[plane + i] = p[1];
-      out[2 * plane + i] = p[2];
-    }
-    *h = info.height;
-    *w = info.width;
-    return Status::OK();
+  if (!partial) {
+    Result<ImageInfo> r = DecodeImage(data, size, max_pixels_, &pixels);
+    if (!r.ok()) return Fail(index, r.status());
+    info = r.value();
   }
   transform_->OutputSize(info.height, info.width, h, w);
-  Status st = transform_->Run(pixels.data(), info.height, info.width, random, dst[field_]);
+  Status st = transform_->Run(pixels.data(), info.height, info.width, random, dst[field_], partial ? &part : nullptr);
   return st.ok() ? st : Fail(index, st);
 }
 
@@ -238,29 +229,21 @@ Status ImageDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
   }
   // Each image its own size: read the header.
   const size_t nf = fields_.size();
-  thread_local std::vector<uint8_t> encoded;
   thread_local std::vector<std::vector<uint8_t>> others;
-  thread_local std::vector<uint8_t*> bdst;
-  encoded.resize(bytes[field_]);
+  thread_local std::vector<uint8_t*> odst;
   others.resize(nf);
-  bdst.resize(nf);
+  odst.resize(nf);
   for (size_t f = 0; f < nf; ++f) {
-    if (f == field_) {
-      bdst[f] = encoded.data();
-      continue;
-    }
-    others[f].resize(bytes[f]);
-    bdst[f] = others[f].data();
+    others[f].resize(f == field_ ? 0 : bytes[f]);
+    odst[f] = others[f].data();
   }
-  STOKER_RETURN_IF_ERROR(base_->Read(index, bdst.data()));
-  Result<ImageInfo> info = ReadImageInfo(encoded.data(), encoded.size());
+  const std::vector<uint8_t>* encoded = nullptr;
+  STOKER_RETURN_IF_ERROR(ReadBase(index, bytes, odst.data(), &encoded));
+  Result<ImageInfo> info = ReadImageInfo(encoded->data(), encoded->size());
   if (!info.ok()) return Fail(index, info.status());
   int64_t h = info.value().height, w = info.value().width;
-  if (static_cast<uint64_t>(h) * static_cast<uint64_t>(w) > max_pixels_)
-    return Fail(index, Status::DataLoss("image of " + std::to_string(w) + "x" + std::to_string(h) +
-                                        " pixels is above the limit of " + std::to_string(max_pixels_) +
-                                        " (a decompression bomb?); raise max_image_pixels if the image is genuine"));
-  if (transform_) transform_->OutputSize(h, w, &h, &w);
+  if (Status st = CheckImagePixels(h, w, max_pixels_); !st.ok()) return Fail(index, st);
+  transform_->OutputSize(h, w, &h, &w);
   bytes[field_] = static_cast<uint64_t>(3 * h * w) * ElementSize(out.dtype);
   return Status::OK();
 }

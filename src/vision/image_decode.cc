@@ -31,17 +31,6 @@ Status Unknown(const uint8_t* d, size_t n) {
                           "); stoker.vision decodes JPEG and PNG");
 }
 
-Status CheckPixels(int64_t h, int64_t w, uint64_t max_pixels) {
-  if (h <= 0 || w <= 0) return Status::DataLoss("image header gives a size of " + std::to_string(w) + "x" +
-                                                std::to_string(h));
-  const uint64_t px = static_cast<uint64_t>(h) * static_cast<uint64_t>(w);
-  if (px > max_pixels)
-    return Status::DataLoss("image of " + std::to_string(w) + "x" + std::to_string(h) + " = " + std::to_string(px) +
-                            " pixels is above the limit of " + std::to_string(max_pixels) +
-                            " (a decompression bomb?); raise max_image_pixels if the image is genuine");
-  return Status::OK();
-}
-
 // ---- JPEG --------------------------------------------------------------------
 
 // One TurboJPEG handle per thread: handles are not thread-safe, and making
@@ -94,7 +83,7 @@ Result<ImageInfo> DecodeJpeg(const uint8_t* d, size_t n, uint64_t max_pixels, st
   int w = 0, ht = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(h, d, static_cast<unsigned long>(n), &w, &ht, &subsamp, &colorspace) != 0)
     return JpegError(h, "header");
-  STOKER_RETURN_IF_ERROR(CheckPixels(ht, w, max_pixels));
+  STOKER_RETURN_IF_ERROR(CheckImagePixels(ht, w, max_pixels));
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const size_t px = static_cast<size_t>(w) * static_cast<size_t>(ht);
   thread_local std::vector<uint8_t> cmyk_buf;
@@ -156,7 +145,7 @@ Result<ImageInfo> DecodePng(const uint8_t* d, size_t n, uint64_t max_pixels, std
   if (err) return PngError(err, "buffer");
   spng_ihdr ihdr{};
   if ((err = spng_get_ihdr(ctx.get(), &ihdr))) return PngError(err, "header");
-  STOKER_RETURN_IF_ERROR(CheckPixels(ihdr.height, ihdr.width, max_pixels));
+  STOKER_RETURN_IF_ERROR(CheckImagePixels(ihdr.height, ihdr.width, max_pixels));
   size_t bytes = 0;
   if ((err = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGB8, &bytes))) return PngError(err, "size");
   rgb->resize(bytes);
@@ -170,6 +159,17 @@ Result<ImageInfo> DecodePng(const uint8_t* d, size_t n, uint64_t max_pixels, std
 }
 
 }  // namespace
+
+Status CheckImagePixels(int64_t height, int64_t width, uint64_t max_pixels) {
+  if (height <= 0 || width <= 0)
+    return Status::DataLoss("image header gives a size of " + std::to_string(width) + "x" + std::to_string(height));
+  const uint64_t px = static_cast<uint64_t>(height) * static_cast<uint64_t>(width);
+  if (px > max_pixels)
+    return Status::DataLoss("image of " + std::to_string(width) + "x" + std::to_string(height) + " = " +
+                            std::to_string(px) + " pixels is above the limit of " + std::to_string(max_pixels) +
+                            " (a decompression bomb?); raise max_image_pixels if the image is genuine");
+  return Status::OK();
+}
 
 Result<ImageInfo> ReadImageInfo(const uint8_t* data, size_t size) {
   if (IsJpeg(data, size)) {

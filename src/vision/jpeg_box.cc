@@ -38,11 +38,14 @@ void OnMessage(j_common_ptr c, int level) {
   if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) e->truncated = true;
 }
 
-// Everything that touches libjpeg, with C types only (see the top).
-// Returns 0 on success, 1 for a libjpeg error (message in errs), 2 for a
-// colour space it does not cover, 3 above the pixel limit.
-int Decode(const uint8_t* data, size_t size, const ImageBox& want, uint64_t max_pixels, JpegErrors* errs,
-           jpeg_decompress_struct* cinfo, uint8_t* (*grow)(void*, size_t), void* grow_arg, ImageBox* got) {
+// Everything that touches libjpeg, with C types only (see the top).  The
+// box comes from choose(arg, height, width, &box) once the header is read.
+// Returns 0 on success, 1 for a libjpeg error (message in errs), 2 where a
+// whole decode is needed (no box, a colour space it does not cover), 3
+// above the pixel limit, 4 for rows missing.  *height, *width: the image's.
+int Decode(const uint8_t* data, size_t size, bool (*choose)(const void*, int64_t, int64_t, ImageBox*),
+           const void* choose_arg, uint64_t max_pixels, JpegErrors* errs, jpeg_decompress_struct* cinfo,
+           uint8_t* (*grow)(void*, size_t), void* grow_arg, int64_t* height, int64_t* width, ImageBox* got) {
   cinfo->err = jpeg_std_error(&errs->mgr);
   errs->mgr.error_exit = OnError;
   errs->mgr.emit_message = OnMessage;
@@ -54,15 +57,16 @@ int Decode(const uint8_t* data, size_t size, const ImageBox& want, uint64_t max_
   jpeg_create_decompress(cinfo);
   jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(cinfo, TRUE);
-  if (static_cast<uint64_t>(cinfo->image_width) * cinfo->image_height > max_pixels) {
-    got->height = cinfo->image_height;
-    got->width = cinfo->image_width;
+  *height = cinfo->image_height;
+  *width = cinfo->image_width;
+  if (static_cast<uint64_t>(*height) * static_cast<uint64_t>(*width) > max_pixels) {
     jpeg_destroy_decompress(cinfo);
     return 3;
   }
+  ImageBox want;
   if (cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK ||
-      want.top < 0 || want.left < 0 || want.top + want.height > cinfo->image_height ||
-      want.left + want.width > cinfo->image_width || want.height <= 0 || want.width <= 0) {
+      !choose(choose_arg, *height, *width, &want) || want.top < 0 || want.left < 0 ||
+      want.top + want.height > *height || want.left + want.width > *width || want.height <= 0 || want.width <= 0) {
     jpeg_destroy_decompress(cinfo);
     return 2;
   }
@@ -73,8 +77,8 @@ int Decode(const uint8_t* data, size_t size, const ImageBox& want, uint64_t max_
   // the box; libjpeg-turbo then widens to whole blocks.
   const int64_t left = std::max<int64_t>(0, want.left - 1);
   const int64_t right = std::min<int64_t>(cinfo->output_width, want.left + want.width + 16);
-  JDIMENSION xoff = static_cast<JDIMENSION>(left), width = static_cast<JDIMENSION>(right - left);
-  if (xoff != 0 || width != cinfo->output_width) jpeg_crop_scanline(cinfo, &xoff, &width);
+  JDIMENSION xoff = static_cast<JDIMENSION>(left), cols = static_cast<JDIMENSION>(right - left);
+  if (xoff != 0 || cols != cinfo->output_width) jpeg_crop_scanline(cinfo, &xoff, &cols);
   const size_t row = static_cast<size_t>(cinfo->output_width) * 3;
   uint8_t* out = grow(grow_arg, row * static_cast<size_t>(want.height));
   if (want.top > 0) jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(want.top));
@@ -90,7 +94,7 @@ int Decode(const uint8_t* data, size_t size, const ImageBox& want, uint64_t max_
   got->width = cinfo->output_width;
   jpeg_abort_decompress(cinfo);  // the rows below are not wanted
   jpeg_destroy_decompress(cinfo);
-  return 0;
+  return done == static_cast<JDIMENSION>(want.height) ? 0 : 4;
 }
 
 uint8_t* Grow(void* v, size_t n) {
@@ -99,10 +103,14 @@ uint8_t* Grow(void* v, size_t n) {
   return vec->data();
 }
 
+bool Choose(const void* f, int64_t height, int64_t width, ImageBox* box) {
+  return (*static_cast<const ChooseBox*>(f))(height, width, box);
+}
+
 }  // namespace
 
-Result<ImageBox> DecodeJpegBox(const uint8_t* data, size_t size, const ImageBox& want, uint64_t max_pixels,
-                               std::vector<uint8_t>* rgb) {
+Result<ImageBox> DecodeJpegBox(const uint8_t* data, size_t size, const ChooseBox& choose, uint64_t max_pixels,
+                               std::vector<uint8_t>* rgb, ImageInfo* info) {
   // A file cut short below the box would pass unnoticed: without its end
   // marker (EOI) near the end, it is decoded whole, which names the damage.
   bool ends = false;
@@ -117,21 +125,21 @@ Result<ImageBox> DecodeJpegBox(const uint8_t* data, size_t size, const ImageBox&
   JpegErrors errs{};
   jpeg_decompress_struct cinfo{};
   ImageBox got;
-  switch (Decode(data, size, want, max_pixels, &errs, &cinfo, Grow, rgb, &got)) {
+  int64_t height = 0, width = 0;
+  const int code = Decode(data, size, Choose, &choose, max_pixels, &errs, &cinfo, Grow, rgb, &height, &width, &got);
+  switch (code) {
     case 0:
+    case 4:
       break;
     case 1:
       return Status::DataLoss(std::string("corrupt JPEG: ") + errs.message);
     case 2:
-      return Status::InvalidArgument("a CMYK JPEG or a box outside the image: decode it whole");
+      return Status::InvalidArgument("no box to decode, or a CMYK JPEG: decode it whole");
     default:
-      return Status::DataLoss("image of " + std::to_string(got.width) + "x" + std::to_string(got.height) + " = " +
-                              std::to_string(got.width * got.height) + " pixels is above the limit of " +
-                              std::to_string(max_pixels) +
-                              " (a decompression bomb?); raise max_image_pixels if the image is genuine");
+      return CheckImagePixels(height, width, max_pixels);
   }
-  if (errs.truncated || got.height != want.height)
-    return Status::DataLoss("truncated JPEG: Premature end of JPEG file");
+  if (code == 4 || errs.truncated) return Status::DataLoss("truncated JPEG: Premature end of JPEG file");
+  *info = ImageInfo{ImageFormat::kJpeg, height, width};
   return got;
 }
 
