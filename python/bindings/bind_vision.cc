@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "glue/errors.h"
+#include "glue/options.h"
 #include "glue/read_sample.h"
 #include "shm/batch_format.h"
 #include "stoker/image.h"
@@ -121,12 +122,12 @@ void BindVision(py::module_& m) {
                                std::shared_ptr<ImagePipeline> transform, uint64_t max_pixels,
                                const std::string& on_error) {
              auto d = Check(ImageFolderDataset(std::move(paths), std::move(labels), std::move(transform), max_pixels));
-             d->set_on_error(on_error == "skip" ? OnError::kSkip : OnError::kRaise);
+             d->set_on_error(ParseOnError(on_error));
              return d; })
       .def(py::init([](std::shared_ptr<NativeDataset> base, const std::string& field,
                        std::shared_ptr<ImagePipeline> transform, uint64_t max_pixels, const std::string& on_error) {
              auto d = Check(ImageDataset::Make(std::move(base), field, std::move(transform), max_pixels));
-             d->set_on_error(on_error == "skip" ? OnError::kSkip : OnError::kRaise);
+             d->set_on_error(ParseOnError(on_error));
              return d; }))
       .def_property_readonly("image_field", &ImageDataset::image_field)
       // One sample with the random word given: ([bytes per field], (h, w)).

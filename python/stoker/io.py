@@ -100,6 +100,13 @@ def _tar_decls(fields, what: str) -> list[tuple]:
     return decls
 
 
+def _field_value(data: bytes, dtype: str, shape, variable: bool):
+    """One field of a sample read in Python: a numpy array, or for a variable
+    field its raw bytes (default_collate makes a list of them; stoker's
+    native batches hold a list of uint8 tensors)."""
+    return data if variable else np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+
+
 class NativeDataset(_Base):
     """Base of the datasets stoker reads natively."""
 
@@ -117,9 +124,7 @@ class NativeDataset(_Base):
         fields = self._native.fields
         arrays = []
         for b, (_name, dtype, shape, variable) in zip(parts, fields):
-            # A variable field is raw bytes here (default_collate makes a list
-            # of them); stoker's native batches hold a list of uint8 tensors.
-            arrays.append(b if variable else np.frombuffer(b, dtype=dtype).reshape(shape).copy())
+            arrays.append(_field_value(b, dtype, shape, variable))
         if len(fields) == 1 and not fields[0][0]:
             return arrays[0]
         return {f[0]: a for f, a in zip(fields, arrays)}

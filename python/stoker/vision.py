@@ -104,6 +104,8 @@ def _check_bilinear(interpolation, antialias, what):
 class _Step:
     """One native step; callable on one image like any Compose."""
 
+    _python = None  # (a step is all native; Compose has its Python part here)
+
     def _steps(self) -> list[dict]:
         return [self._step]
 
@@ -244,10 +246,6 @@ class Compose:
         return f"stoker.vision.Compose({self.transforms!r})"
 
 
-Compose._python = None  # (class default, for the isinstance check on a _Step)
-_Step._python = None
-
-
 def _hwc(image) -> np.ndarray:
     if torch is not None and isinstance(image, torch.Tensor):
         if image.dtype != torch.uint8 or image.dim() != 3 or image.shape[0] not in (1, 3):
@@ -315,7 +313,7 @@ class _ImageBase(_io.NativeDataset):
                 img = _array(b, dtype, (3, h, w), torch is not None)
                 out.append(self._python(img) if self._python is not None else img)
             else:
-                out.append(b if variable else np.frombuffer(b, dtype=dtype).reshape(shape).copy())
+                out.append(_io._field_value(b, dtype, shape, variable))
         return out
 
     def __repr__(self):
