@@ -14,12 +14,13 @@ VENV="${STOKER_VENV:-.venv}"
 PY="$VENV/bin/python"
 
 apt_deps() {
-  # protobuf: TFRecord's tf.train.Example (stoker.io); libcurl: HTTP stores;
-  # ISA-L: fast CRC-32C (shards and TFRecord records are checked with it);
-  # libjpeg-turbo and libspng: stoker.vision's JPEG and PNG decoders.
-  # The test run also needs GoogleTest, Google Benchmark, clang's libFuzzer
-  # (tests/fuzz) and nginx (the HTTP store's tests serve files with it).
-  local pkgs=(g++ cmake ninja-build libprotobuf-dev protobuf-compiler libcurl4-openssl-dev libisal-dev
+  # libcurl: HTTP and S3 stores; ISA-L: fast CRC-32C (shards and TFRecord
+  # records are checked with it); libjpeg-turbo and libspng: stoker.vision's
+  # JPEG and PNG decoders.  The test run also needs GoogleTest, Google
+  # Benchmark, clang's libFuzzer (tests/fuzz), nginx (the HTTP store's tests
+  # serve files with it) and protobuf (its tf.train.Example class
+  # cross-checks stoker's own reader and writer of the wire format).
+  local pkgs=(g++ cmake ninja-build libcurl4-openssl-dev libisal-dev
               libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev "$@")
   local missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -48,7 +49,7 @@ case "$verb" in
     exec "$VENV/bin/stoker" bench "$@"
     ;;
   test)
-    apt_deps libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev nginx
+    apt_deps libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev nginx libprotobuf-dev protobuf-compiler
     # The frameworks that rebuild loaders (tests/python/test_integrations.py);
     # a real S3 server (SeaweedFS, tests/python/test_s3.py); what torch's own
     # test file imports (tests/torch_suite).

@@ -14,6 +14,7 @@
 #include "cache/shard_cache.h"
 #include "glue/errors.h"
 #include "glue/py_pump.h"
+#include "glue/remote_stores.h"
 #include "glue/options.h"
 #include "shm/batch_format.h"
 #include "stoker/shard_index.h"
@@ -108,6 +109,7 @@ void BindCache(py::module_& m) {
                        const std::map<std::string, std::string>& storage_options) {
              StoreOptions o{attempts, backoff_s, max_backoff_s, connect_timeout_s, stall_timeout_s, receive_in_place,
                             S3FromMap(storage_options)};
+             Check(LoadRemoteStoresFor(url));
              return Check(Store::Open(url, o)).release();
            }),
            py::arg("url"), py::arg("attempts") = 5, py::arg("backoff_s") = 0.1, py::arg("max_backoff_s") = 5.0,
@@ -254,6 +256,7 @@ void BindCache(py::module_& m) {
 
   py::class_<StreamingDataset, NativeDataset, std::shared_ptr<StreamingDataset>>(m, "StreamingDataset")
       .def_static("open", [](const StreamingOptions& o) {
+             Check(LoadRemoteStoresFor(o.remote));
              Result<std::shared_ptr<StreamingDataset>> r = [&] { py::gil_scoped_release nogil; return StreamingDataset::Open(o); }();
              return Check(std::move(r)); })
       .def("begin_epoch", [](StreamingDataset& d, uint64_t epoch) {

@@ -3,21 +3,26 @@
 #include <cerrno>
 
 #include "cache/file_store.h"
-#include "cache/http_store.h"
-#include "cache/s3_store.h"
+#include "cache/remote_store.h"
 #include "stoker/store.h"
 
 namespace stoker {
 
+// Weak: defined by stoker_remote or by the _stoker Python module
+// (cache/remote_store.h); null in a program that links neither.
+[[gnu::weak]] Result<std::unique_ptr<Store>> OpenRemoteStore(const std::string& url, const StoreOptions& options);
+
+bool IsRemoteStoreUrl(const std::string& url) {
+  return url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0 || url.rfind("s3://", 0) == 0;
+}
+
 Result<std::unique_ptr<Store>> Store::Open(const std::string& url, const StoreOptions& options) {
   if (options.attempts < 1) return Status::InvalidArgument("StoreOptions.attempts must be at least 1");
-  if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
-    STOKER_ASSIGN_OR_RETURN(auto s, HttpStore::Create(url, options));
-    return std::unique_ptr<Store>(std::move(s));
-  }
-  if (url.rfind("s3://", 0) == 0) {
-    STOKER_ASSIGN_OR_RETURN(auto s, S3Store::Create(url, options));
-    return std::unique_ptr<Store>(std::move(s));
+  if (IsRemoteStoreUrl(url)) {
+    if (!OpenRemoteStore)
+      return Status::InvalidArgument("store URL '" + url + "': this program has no http(s):// or s3:// stores; link "
+                                     "stoker::stoker (CMake) or libstoker_remote.a, which has them");
+    return OpenRemoteStore(url, options);
   }
   std::string dir = url;
   if (url.rfind("file://", 0) == 0) dir = url.substr(7);

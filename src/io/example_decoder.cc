@@ -2,9 +2,7 @@
 
 #include "collate/collate_copy.h"
 #include "io/half.h"
-
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/wire_format_lite.h>
+#include "io/proto_wire.h"
 
 #include <cstring>
 #include <limits>
@@ -14,17 +12,14 @@ namespace stoker {
 
 namespace {
 
-using google::protobuf::io::CodedInputStream;
-using WFL = google::protobuf::internal::WireFormatLite;
-
 static_assert(std::numeric_limits<float>::is_iec559, "float lists are copied as IEEE floats");
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "packed values are copied as little-endian");
 
 // Field numbers of proto/example.proto.
-constexpr int kExampleFeatures = 1, kFeaturesMap = 1, kEntryKey = 1, kEntryValue = 2;
-constexpr int kBytesList = 1, kFloatList = 2, kInt64List = 3, kListValue = 1;
+constexpr uint32_t kExampleFeatures = 1, kFeaturesMap = 1, kEntryKey = 1, kEntryValue = 2;
+constexpr uint32_t kBytesList = 1, kFloatList = 2, kInt64List = 3, kListValue = 1;
 
-const char* KindName(int kind) {
+const char* KindName(uint32_t kind) {
   return kind == kBytesList ? "bytes_list" : kind == kFloatList ? "float_list" : kind == kInt64List ? "int64_list"
                                                                                                      : "empty feature";
 }
@@ -74,42 +69,36 @@ class FeatureWriter {
       : f_(f), dst_(dst), crc_(crc), want_(NumElements(f.shape)), bytes_(f.bytes()) {}
 
   // Decodes the Feature message in [p, p+n).
-  Status Decode(const uint8_t* p, int n) {
-    CodedInputStream in(p, n);
-    int kind = 0;
+  Status Decode(const uint8_t* p, size_t n) {
+    wire::Reader in(p, n);
+    uint32_t kind = 0, field;
+    wire::WireType type;
     const uint8_t* list = nullptr;
-    int list_len = 0;
-    while (uint32_t tag = in.ReadTag()) {
-      const int field = WFL::GetTagFieldNumber(tag);
-      if (field >= kBytesList && field <= kInt64List && WFL::GetTagWireType(tag) == WFL::WIRETYPE_LENGTH_DELIMITED) {
-        uint32_t len;
-        if (!in.ReadVarint32(&len)) return Malformed();
-        list = p + in.CurrentPosition();
-        list_len = static_cast<int>(len);
-        if (!in.Skip(static_cast<int>(len))) return Malformed();
+    size_t list_len = 0;
+    while (in.Next(&field, &type)) {
+      if (field >= kBytesList && field <= kInt64List && type == wire::kLengthDelimited) {
+        if (!in.Bytes(&list, &list_len)) return Malformed();
         kind = field;  // a oneof: the last one wins
-      } else if (!WFL::SkipField(&in, tag)) {
+      } else if (!in.Skip(field, type)) {
         return Malformed();
       }
     }
-    if (!in.ConsumedEntireMessage()) return Malformed();
+    if (in.failed()) return Malformed();
     if (kind == kFloatList && !IsFloat(f_.dtype)) return WrongKind(kind, "int64_list or bytes_list");
     if (kind == kInt64List && (IsFloat(f_.dtype) || f_.dtype == ElementType::kComplex64 ||
                                f_.dtype == ElementType::kComplex128))
       return WrongKind(kind, "float_list or bytes_list");
     if (kind == 0) return WrongKind(kind, "a value");
-    CodedInputStream lin(list, list_len);
-    while (uint32_t tag = lin.ReadTag()) {
-      if (WFL::GetTagFieldNumber(tag) != kListValue) {
-        if (!WFL::SkipField(&lin, tag)) return Malformed();
+    wire::Reader lin(list, list_len);
+    while (lin.Next(&field, &type)) {
+      if (field != kListValue) {
+        if (!lin.Skip(field, type)) return Malformed();
         continue;
       }
-      Status st = kind == kFloatList ? Float(lin, list, WFL::GetTagWireType(tag))
-                  : kind == kInt64List ? Int(lin, list, WFL::GetTagWireType(tag))
-                                       : Bytes(lin, list, WFL::GetTagWireType(tag));
+      Status st = kind == kFloatList ? Float(lin, type) : kind == kInt64List ? Int(lin, type) : Bytes(lin, type);
       if (!st.ok()) return st;
     }
-    if (!lin.ConsumedEntireMessage()) return Malformed();
+    if (lin.failed()) return Malformed();
     if (kind == kBytesList) {
       if (got_ != bytes_)
         return Status::DataLoss("feature '" + f_.name + "' is a bytes_list of " + std::to_string(got_) +
@@ -124,23 +113,22 @@ class FeatureWriter {
   Status Malformed() const {
     return Status::DataLoss("feature '" + f_.name + "' is not a valid tf.train.Feature (malformed protobuf)");
   }
-  Status WrongKind(int kind, const char* need) const {
+  Status WrongKind(uint32_t kind, const char* need) const {
     return Status::DataLoss("feature '" + f_.name + "' is " + (kind ? "a " : "an ") + KindName(kind) +
                             "; declared " + Declared(f_) + " needs " + need);
   }
-  Status Count(int kind, uint64_t have) const {
+  Status Count(uint32_t kind, uint64_t have) const {
     return Status::DataLoss("feature '" + f_.name + "' is a " + KindName(kind) + " of " + std::to_string(have) +
                             " values; declared " + Declared(f_) + " needs " + std::to_string(want_));
   }
 
-  Status Float(CodedInputStream& in, const uint8_t* base, int wire) {
-    if (wire == WFL::WIRETYPE_LENGTH_DELIMITED) {  // packed
-      uint32_t len;
-      if (!in.ReadVarint32(&len) || len % 4 != 0) return Malformed();
+  Status Float(wire::Reader& in, wire::WireType type) {
+    if (type == wire::kLengthDelimited) {  // packed
+      const uint8_t* src;
+      size_t len;
+      if (!in.Bytes(&src, &len) || len % 4 != 0) return Malformed();
       const uint64_t k = len / 4;
       if (got_ + k > want_) return Count(kFloatList, got_ + k);
-      const uint8_t* src = base + in.CurrentPosition();
-      if (!in.Skip(static_cast<int>(len))) return Malformed();
       if (f_.dtype == ElementType::kFloat32) {
         CopyOut(dst_ + 4 * got_, src, len);
       } else {
@@ -153,9 +141,8 @@ class FeatureWriter {
       got_ += k;
       return Status::OK();
     }
-    if (wire != WFL::WIRETYPE_FIXED32) return Malformed();
     uint32_t bits;
-    if (!in.ReadLittleEndian32(&bits)) return Malformed();
+    if (type != wire::kFixed32 || !in.Fixed32(&bits)) return Malformed();
     if (got_ + 1 > want_) return Count(kFloatList, got_ + 1);
     float v;
     std::memcpy(&v, &bits, 4);
@@ -173,31 +160,27 @@ class FeatureWriter {
     return Status::OK();
   }
 
-  Status Int(CodedInputStream& in, const uint8_t*, int wire) {
+  Status Int(wire::Reader& in, wire::WireType type) {
     uint64_t raw;
-    if (wire == WFL::WIRETYPE_VARINT) {
-      if (!in.ReadVarint64(&raw)) return Malformed();
+    if (type == wire::kVarint) {
+      if (!in.Varint(&raw)) return Malformed();
       return OneInt(raw);
     }
-    if (wire != WFL::WIRETYPE_LENGTH_DELIMITED) return Malformed();
-    int len;
-    if (!in.ReadVarintSizeAsInt(&len)) return Malformed();
-    const auto limit = in.PushLimit(len);
-    while (in.BytesUntilLimit() > 0) {
-      if (!in.ReadVarint64(&raw)) return Malformed();
-      Status st = OneInt(raw);
-      if (!st.ok()) return st;
+    const uint8_t* packed;
+    size_t len;
+    if (type != wire::kLengthDelimited || !in.Bytes(&packed, &len)) return Malformed();
+    wire::Reader values(packed, len);
+    while (values.left() > 0) {
+      if (!values.Varint(&raw)) return Malformed();
+      STOKER_RETURN_IF_ERROR(OneInt(raw));
     }
-    in.PopLimit(limit);
     return Status::OK();
   }
 
-  Status Bytes(CodedInputStream& in, const uint8_t* base, int wire) {
-    if (wire != WFL::WIRETYPE_LENGTH_DELIMITED) return Malformed();
-    uint32_t len;
-    if (!in.ReadVarint32(&len)) return Malformed();
-    const uint8_t* src = base + in.CurrentPosition();
-    if (!in.Skip(static_cast<int>(len))) return Malformed();
+  Status Bytes(wire::Reader& in, wire::WireType type) {
+    const uint8_t* src;
+    size_t len;
+    if (type != wire::kLengthDelimited || !in.Bytes(&src, &len)) return Malformed();
     if (got_ + len > bytes_)
       return Status::DataLoss("feature '" + f_.name + "' is a bytes_list of more than " + std::to_string(bytes_) +
                               " bytes; declared " + Declared(f_) + " needs exactly " + std::to_string(bytes_));
@@ -220,48 +203,45 @@ class FeatureWriter {
 }  // namespace
 
 Status ExampleDecoder::Decode(const uint8_t* data, size_t n, uint8_t* const* dst, Crc32cCursor* crc) const {
-  if (n > static_cast<size_t>(std::numeric_limits<int>::max()))
-    return Status::DataLoss("a record of " + std::to_string(n) + " bytes is larger than protobuf's 2 GiB limit");
-  const int total = static_cast<int>(n);
   std::vector<bool> seen(features_.size(), false);
   std::vector<std::string_view> keys;  // for a message naming what the record has
   auto malformed = [] { return Status::DataLoss("not a valid tf.train.Example (malformed protobuf)"); };
-  CodedInputStream in(data, total);
-  in.SetRecursionLimit(8);
-  while (uint32_t tag = in.ReadTag()) {
-    if (WFL::GetTagFieldNumber(tag) != kExampleFeatures || WFL::GetTagWireType(tag) != WFL::WIRETYPE_LENGTH_DELIMITED) {
-      if (!WFL::SkipField(&in, tag)) return malformed();
+  wire::Reader in(data, n);
+  uint32_t field;
+  wire::WireType type;
+  while (in.Next(&field, &type)) {
+    const uint8_t* features;
+    size_t features_len;
+    if (field != kExampleFeatures || type != wire::kLengthDelimited) {
+      if (!in.Skip(field, type)) return malformed();
       continue;
     }
-    int flen;
-    if (!in.ReadVarintSizeAsInt(&flen)) return malformed();
-    const auto features_limit = in.PushLimit(flen);
-    while (uint32_t ftag = in.ReadTag()) {
-      if (WFL::GetTagFieldNumber(ftag) != kFeaturesMap || WFL::GetTagWireType(ftag) != WFL::WIRETYPE_LENGTH_DELIMITED) {
-        if (!WFL::SkipField(&in, ftag)) return malformed();
+    if (!in.Bytes(&features, &features_len)) return malformed();
+    wire::Reader fin(features, features_len);
+    while (fin.Next(&field, &type)) {
+      const uint8_t* entry;
+      size_t entry_len;
+      if (field != kFeaturesMap || type != wire::kLengthDelimited) {
+        if (!fin.Skip(field, type)) return malformed();
         continue;
       }
-      int elen;
-      if (!in.ReadVarintSizeAsInt(&elen)) return malformed();
-      const auto entry_limit = in.PushLimit(elen);
+      if (!fin.Bytes(&entry, &entry_len)) return malformed();
+      wire::Reader ein(entry, entry_len);
       std::string_view key;
       const uint8_t* value = nullptr;
-      int value_len = 0;
-      while (uint32_t etag = in.ReadTag()) {
-        const int field = WFL::GetTagFieldNumber(etag);
-        if ((field == kEntryKey || field == kEntryValue) && WFL::GetTagWireType(etag) == WFL::WIRETYPE_LENGTH_DELIMITED) {
-          int len;
-          if (!in.ReadVarintSizeAsInt(&len)) return malformed();
-          const uint8_t* at = data + in.CurrentPosition();
-          if (!in.Skip(len)) return malformed();
-          if (field == kEntryKey) key = std::string_view(reinterpret_cast<const char*>(at), static_cast<size_t>(len));
+      size_t value_len = 0;
+      while (ein.Next(&field, &type)) {
+        if ((field == kEntryKey || field == kEntryValue) && type == wire::kLengthDelimited) {
+          const uint8_t* at;
+          size_t len;
+          if (!ein.Bytes(&at, &len)) return malformed();
+          if (field == kEntryKey) key = std::string_view(reinterpret_cast<const char*>(at), len);
           else value = at, value_len = len;
-        } else if (!WFL::SkipField(&in, etag)) {
+        } else if (!ein.Skip(field, type)) {
           return malformed();
         }
       }
-      if (!in.ConsumedEntireMessage()) return malformed();
-      in.PopLimit(entry_limit);
+      if (ein.failed()) return malformed();
       if (keys.size() < 16) keys.push_back(key);
       for (size_t f = 0; f < features_.size(); ++f) {
         if (features_[f].name != key) continue;
@@ -272,10 +252,9 @@ Status ExampleDecoder::Decode(const uint8_t* data, size_t n, uint8_t* const* dst
         break;
       }
     }
-    if (!in.ConsumedEntireMessage()) return malformed();
-    in.PopLimit(features_limit);
+    if (fin.failed()) return malformed();
   }
-  if (!in.ConsumedEntireMessage() || in.CurrentPosition() != total) return malformed();
+  if (in.failed()) return malformed();
   for (size_t f = 0; f < features_.size(); ++f)
     if (!seen[f]) {
       // Name what the record has, to make a typo obvious.

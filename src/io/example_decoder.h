@@ -1,9 +1,9 @@
 // Decodes a serialized tf.train.Example into declared fixed-shape tensors,
 // writing each feature's values straight into its destination.  The walk
-// uses protobuf's wire-format reader (CodedInputStream / WireFormatLite)
-// with the field numbers of proto/example.proto rather than materialising an
-// Example message, which would copy every value once more; the generated
-// Example class is what the writer uses and what the tests cross-check with.
+// reads the wire format (io/proto_wire.h) with the field numbers of
+// proto/example.proto rather than materialising an Example message, which
+// would copy every value once more; the protobuf library's generated Example
+// class is what the tests cross-check with.
 //
 // Features map to dtypes as:
 //   float_list -> float32 (copied as is), float64, float16, bfloat16

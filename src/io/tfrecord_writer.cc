@@ -1,6 +1,6 @@
 #include "io/tfrecord_writer.h"
 
-#include "example.pb.h"
+#include "io/proto_wire.h"
 #include "io/tfrecord_file.h"
 
 namespace stoker {
@@ -10,29 +10,92 @@ Result<std::unique_ptr<TFRecordWriter>> TFRecordWriter::Create(const std::string
   return std::unique_ptr<TFRecordWriter>(new TFRecordWriter(std::move(f)));
 }
 
-Status TFRecordWriter::Write(const std::vector<FeatureValue>& features) {
-  if (!file_) return Status::InvalidArgument("this TFRecordWriter is closed");
-  tf::Example ex;
-  auto* map = ex.mutable_features()->mutable_feature();
-  for (const FeatureValue& v : features) {
-    if (map->count(v.name)) return Status::InvalidArgument("feature '" + v.name + "' given twice");
-    tf::Feature& f = (*map)[v.name];
+namespace {
+
+// Field numbers of proto/example.proto.
+constexpr uint32_t kExampleFeatures = 1, kFeaturesMap = 1, kEntryKey = 1, kEntryValue = 2, kListValue = 1;
+
+uint32_t ListField(FeatureValue::Kind kind) {
+  return kind == FeatureValue::Kind::kBytes ? 1 : kind == FeatureValue::Kind::kFloat ? 2 : 3;
+}
+
+// Bytes of the packed varints of an int64 list.
+size_t PackedIntsSize(const FeatureValue& v) {
+  size_t n = 0;
+  for (uint64_t i = 0; i < v.count; ++i) n += wire::VarintSize(static_cast<uint64_t>(v.ints[i]));
+  return n;
+}
+
+// Size of the BytesList / FloatList / Int64List message of v (repeated
+// numbers packed, as proto3 writes them; an empty list is an empty message).
+size_t ListSize(const FeatureValue& v) {
+  size_t n = 0;
+  switch (v.kind) {
+    case FeatureValue::Kind::kFloat: return v.count ? wire::FieldSize(4 * v.count) : 0;
+    case FeatureValue::Kind::kInt64: return v.count ? wire::FieldSize(PackedIntsSize(v)) : 0;
+    case FeatureValue::Kind::kBytes:
+      for (std::string_view b : v.bytes) n += wire::FieldSize(b.size());
+      return n;
+  }
+  return n;
+}
+
+}  // namespace
+
+Result<std::string> SerializeExample(const std::vector<FeatureValue>& features) {
+  // Sizes first (every length precedes its message), then one pass that
+  // writes Example { features { feature { key, value: Feature { list } } } }.
+  std::vector<size_t> list_size(features.size()), entry_size(features.size());
+  size_t features_size = 0;
+  for (size_t i = 0; i < features.size(); ++i) {
+    const FeatureValue& v = features[i];
+    for (size_t j = 0; j < i; ++j)
+      if (features[j].name == v.name) return Status::InvalidArgument("feature '" + v.name + "' given twice");
+    list_size[i] = ListSize(v);
+    entry_size[i] = wire::FieldSize(v.name.size()) + wire::FieldSize(wire::FieldSize(list_size[i]));
+    features_size += wire::FieldSize(entry_size[i]);
+  }
+  const size_t size = wire::FieldSize(features_size);
+  if (size > (size_t{2} << 30))  // (what protobuf's readers accept)
+    return Status::InvalidArgument("it would be " + std::to_string(size) + " bytes: a tf.train.Example is at most 2 GiB");
+  std::string data;
+  data.reserve(size);
+  wire::PutLength(&data, kExampleFeatures, features_size);
+  for (size_t i = 0; i < features.size(); ++i) {
+    const FeatureValue& v = features[i];
+    wire::PutLength(&data, kFeaturesMap, entry_size[i]);
+    wire::PutLength(&data, kEntryKey, v.name.size());
+    data += v.name;
+    wire::PutLength(&data, kEntryValue, wire::FieldSize(list_size[i]));
+    wire::PutLength(&data, ListField(v.kind), list_size[i]);
     switch (v.kind) {
       case FeatureValue::Kind::kFloat:
-        f.mutable_float_list()->mutable_value()->Add(v.floats, v.floats + v.count);
+        if (!v.count) break;
+        wire::PutLength(&data, kListValue, 4 * v.count);
+        data.append(reinterpret_cast<const char*>(v.floats), 4 * v.count);
         break;
       case FeatureValue::Kind::kInt64:
-        f.mutable_int64_list()->mutable_value()->Add(v.ints, v.ints + v.count);
+        if (!v.count) break;
+        wire::PutLength(&data, kListValue, PackedIntsSize(v));
+        for (uint64_t k = 0; k < v.count; ++k) wire::PutVarint(&data, static_cast<uint64_t>(v.ints[k]));
         break;
       case FeatureValue::Kind::kBytes:
-        for (std::string_view b : v.bytes) f.mutable_bytes_list()->add_value(std::string(b));
+        for (std::string_view b : v.bytes) {
+          wire::PutLength(&data, kListValue, b.size());
+          data += b;
+        }
         break;
     }
   }
-  std::string data;
-  if (!ex.SerializeToString(&data))
-    return Status::InvalidArgument("record " + std::to_string(records_) + " could not be serialized (over 2 GiB?)");
-  AppendTFRecord(&buf_, data.data(), data.size());
+  return data;
+}
+
+Status TFRecordWriter::Write(const std::vector<FeatureValue>& features) {
+  if (!file_) return Status::InvalidArgument("this TFRecordWriter is closed");
+  Result<std::string> data = SerializeExample(features);
+  if (!data.ok())
+    return Status::InvalidArgument("record " + std::to_string(records_) + ": " + data.status().message());
+  AppendTFRecord(&buf_, data.value().data(), data.value().size());
   ++records_;
   return buf_.size() >= (8u << 20) ? Flush() : Status::OK();
 }

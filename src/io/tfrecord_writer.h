@@ -1,5 +1,5 @@
-// Writes tf.train.Example records into a TFRecord file (with the generated
-// Example class of proto/example.proto), so that data for the native path
+// Writes tf.train.Example records into a TFRecord file (the wire format of
+// proto/example.proto, io/proto_wire.h), so that data for the native path
 // can be produced without TensorFlow.  The file is written under a
 // temporary name and renamed into place by Close().
 #ifndef STOKER_IO_TFRECORD_WRITER_H_
@@ -27,6 +27,10 @@ struct FeatureValue {
   std::vector<std::string_view> bytes;  // kBytes: the values
   uint64_t count = 0;
 };
+
+// The tf.train.Example of `features`, serialized (features in the order
+// given; InvalidArgument for a name given twice or over 2 GiB).
+Result<std::string> SerializeExample(const std::vector<FeatureValue>& features);
 
 class TFRecordWriter {
  public:

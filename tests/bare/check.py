@@ -18,18 +18,26 @@ from stoker import cache, io, vision
 
 
 def extension_libraries() -> list[str]:
-    """What the dynamic loader resolves for the extension: every library
-    outside the manylinux policy's (glibc's, libstdc++, libgcc_s, zlib) must
-    come from the wheel."""
-    ext = stoker._native.lib.__file__
-    out = subprocess.run(["ldd", ext], capture_output=True, text=True, check=True).stdout
-    assert "not found" not in out, out
-    allowed = ("linux-vdso", "libc.so", "libm.so", "libpthread", "libdl.so", "librt.so", "ld-linux",
-               "libresolv.so", "libnsl.so", "libutil.so", "libstdc++", "libgcc_s", "libz.so.1")
-    outside = [line.strip() for line in out.splitlines()
-               if line.strip() and "stoker.libs" not in line and not any(a in line for a in allowed)]
-    assert not outside, f"the extension loads system libraries the wheel should carry: {outside}"
-    return out.splitlines()
+    """What the dynamic loader resolves for the two extension modules (_stoker,
+    and _stoker_remote with libcurl): every library outside the manylinux
+    policy's (glibc's, libstdc++, libgcc_s, zlib) must come from the wheel."""
+    here = os.path.dirname(stoker.__file__)
+    lines = []
+    for ext in sorted(f for f in os.listdir(here) if f.endswith(".so")):
+        out = subprocess.run(["ldd", os.path.join(here, ext)], capture_output=True, text=True, check=True).stdout
+        assert "not found" not in out, out
+        allowed = ("linux-vdso", "libc.so", "libm.so", "libpthread", "libdl.so", "librt.so", "ld-linux",
+                   "libresolv.so", "libnsl.so", "libutil.so", "libstdc++", "libgcc_s", "libz.so.1")
+        outside = [line.strip() for line in out.splitlines()
+                   if line.strip() and "stoker.libs" not in line and not any(a in line for a in allowed)]
+        assert not outside, f"{ext} loads system libraries the wheel should carry: {outside}"
+        lines += [ext + ":"] + out.splitlines()
+    assert len(lines) > 2 and any(line.startswith("_stoker_remote") for line in lines), lines
+    return lines
+
+
+def libcurl_mapped() -> bool:
+    return any("libcurl" in line for line in open("/proc/self/maps"))
 
 
 def drop_in_loader():
@@ -86,8 +94,11 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         for name, fn in [("drop-in DataLoader", drop_in_loader), ("TFRecord read", lambda: tfrecord(d)),
                          ("HTTP stream", lambda: http_stream(d)), ("JPEG decode", lambda: image(sys.argv[1]))]:
+            if name == "HTTP stream":  # (libcurl is loaded with the first http(s):// or s3:// store)
+                assert not libcurl_mapped(), "the loader and a TFRecord read mapped libcurl"
             fn()
             print(f"ok: {name}", flush=True)
+        assert libcurl_mapped()
     print(f"bare-system check passed (stoker {stoker.__version__}, torch {torch.__version__}, "
           f"python {sys.version.split()[0]})")
 

@@ -38,3 +38,58 @@ def test_torch_is_an_extra():
     meta = tomllib.load(open(os.path.join(root, "pyproject.toml"), "rb"))["project"]
     assert not any(d.split(">")[0].split("=")[0].strip() == "torch" for d in meta["dependencies"])
     assert any(d.startswith("torch") for d in meta["optional-dependencies"]["torch"])
+
+
+_MAPS = """
+import re
+def mapped():
+    return {re.sub(r"\\.so.*", "", line.split("/")[-1].strip()) for line in open("/proc/self/maps") if ".so" in line}
+"""
+
+
+def _run(code):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", _MAPS + code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def test_the_plain_loader_maps_neither_libcurl_nor_protobuf(tmp_path):
+    # libcurl (and its dozens of libraries) live in stoker._stoker_remote,
+    # loaded when an http(s):// or s3:// store is opened; tf.train.Example is
+    # read without protobuf.  A TFRecord read and a local stream need neither.
+    out = _run(f"""
+import numpy as np, torch, stoker, stoker.io, stoker.cache
+ds = torch.utils.data.TensorDataset(torch.arange(64.0))
+assert sum(len(b[0]) for b in stoker.DataLoader(ds, batch_size=8, num_workers=2)) == 64
+path = {str(tmp_path / "a.tfrecord")!r}
+stoker.io.write_tfrecord(path, [{{"x": np.arange(3, dtype=np.float32) + i}} for i in range(10)])
+rec = stoker.io.TFRecordDataset(path, features={{"x": ("float32", (3,))}})
+assert float(rec[4]["x"][0]) == 4.0
+before = mapped()
+assert not any(n.startswith(("libcurl", "libprotobuf")) for n in before), sorted(before)
+assert "_stoker_remote.cpython-311-x86_64-linux-gnu" not in before
+stoker.cache.Store("http://127.0.0.1:9/data")  # (opening connects to nothing)
+after = mapped()
+assert "libcurl" in after and not any(n.startswith("libprotobuf") for n in after), sorted(after)
+print("ok")
+""")
+    assert out.strip().endswith("ok")
+
+
+def test_a_missing_remote_module_is_named_with_the_fix():
+    out = _run("""
+import sys, stoker.cache
+sys.modules["stoker._stoker_remote"] = None  # (what a broken install looks like to an import)
+for url in ("http://127.0.0.1:9/data", "s3://bucket/prefix"):
+    try:
+        stoker.cache.Store(url)
+    except Exception as e:
+        msg = str(e)
+        assert "stoker._stoker_remote" in msg and "libcurl" in msg and "reinstall stoker" in msg, msg
+    else:
+        raise AssertionError("opened " + url)
+stoker.cache.Store(".")  # a directory needs no libcurl
+print("ok")
+""")
+    assert out.strip().endswith("ok")
