@@ -105,9 +105,10 @@ struct StreamingStats {
   double fetch_bytes_per_s = 0;                  // bytes_downloaded / fetch_seconds
   uint64_t shards_in_flight = 0, bytes_in_flight = 0;
   uint64_t evictions = 0;
-  uint64_t verified_shards = 0, torn_shards = 0;
+  uint64_t verified_shards = 0, torn_shards = 0;  // checked after an unclean stop; of those torn (fetched again)
   uint32_t fetchers = 0;                         // download threads running (chosen, or as asked)
-  std::vector<int> fetcher_cpus;                 // the CPUs they are confined to (empty: not confined)  // checked after an unclean stop; of those torn (fetched again)
+  std::vector<int> fetcher_cpus;                 // the CPUs they are confined to (empty: not confined)
+  uint64_t requests = 0, retries = 0;            // the fetchers' requests to the store, and of those retried
   uint64_t remote_shards = 0, remote_bytes = 0;
   uint64_t seen_shards = 0, seen_bytes = 0;      // shards that have been part of an epoch
   double fraction_seen = 0;                      // seen_bytes / remote_bytes

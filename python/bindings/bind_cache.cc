@@ -71,6 +71,8 @@ py::dict StatsDict(const StreamingStats& s) {
   d["torn_shards"] = s.torn_shards;
   d["fetchers"] = s.fetchers;
   d["fetcher_cpus"] = s.fetcher_cpus;
+  d["requests"] = s.requests;
+  d["retries"] = s.retries;
   d["remote_shards"] = s.remote_shards;
   d["remote_bytes"] = s.remote_bytes;
   d["seen_shards"] = s.seen_shards;

@@ -287,6 +287,8 @@ StreamingStats StreamingDataset::stats() const {
   s.torn_shards = m.cache->torn();
   s.fetchers = m.fetchers;
   s.fetcher_cpus = m.o.fetcher_cpus;
+  s.requests = m.store_requests;
+  s.retries = m.store_retries;
   s.remote_shards = m.shards.size();
   s.remote_bytes = m.remote_bytes;
   for (uint32_t i = 0; i < m.shards.size(); ++i)

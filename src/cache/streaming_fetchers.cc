@@ -144,6 +144,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
     }
     if (!cached && ++downloading == 1) busy_since = MonotonicNanos() * 1e-9;
     if (!cached) bytes_in_flight += info.size;
+    const uint64_t requests0 = store->requests(), retries0 = store->retries();
     l.unlock();
     Result<ShardCache::Pin> pin = Status::OK();
     Status streamed_st;
@@ -154,6 +155,8 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
       pin = cache->Fetch(*store, info, /*may_evict=*/o.mode != StreamingMode::kFull);
     }
     l.lock();
+    store_requests += store->requests() - requests0;
+    store_retries += store->retries() - retries0;
     if (buf) {
       if (streamed_st.ok()) {
         ++streamed;

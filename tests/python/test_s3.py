@@ -4,6 +4,7 @@ page, errors named by bucket, key and S3's code, and a StreamingDataset read
 from a bucket through stoker.DataLoader."""
 import http.server
 import os
+import signal
 import threading
 import time
 import zlib
@@ -201,6 +202,69 @@ def test_no_shards_under_the_prefix_is_named(s3, tmp_path):
     with pytest.raises(FileNotFoundError, match="NoSuchBucket"):
         StreamingDataset("s3://absent-bucket/x", str(tmp_path / "c"), max_bytes=1 << 20, features=FEATURES,
                          storage_options=s3.options())
+
+
+def _kill(server):
+    """SIGKILL, as a crash or an OOM kill would leave it (no shutdown)."""
+    os.killpg(server.proc.pid, signal.SIGKILL)
+    server.proc.wait()
+    server.log.close()
+    server.proc = server.log = None
+
+
+@pytest.mark.parametrize("mode", ["full", "growing"])
+def test_the_server_killed_mid_epoch_and_back_loses_nothing(tmp_path, mode):
+    # 10 shards of 2 MiB; the fetchers may run only 2 shards ahead of the
+    # reader (stream buffers in full mode, a 5 MiB cache in growing mode),
+    # so most of the epoch is fetched after the server dies: those requests
+    # find it gone, are retried, and go on once it is back, 1.5 s later, on
+    # the same directory and ports.
+    server = SeaweedS3(tmp_path / "weed", buckets=("data",)).start()
+    try:
+        shards = tmp_path / "shards"
+        shards.mkdir()
+        rows = 8  # per shard, 256 KiB each
+        for s in range(10):
+            write_tfrecord(str(shards / f"shard-{s}.tfrecord"),
+                           [{"x": np.full(1 << 16, i, np.float32), "y": np.int64(i)}
+                            for i in range(s * rows, (s + 1) * rows)])
+        stoker.cache.write_index(str(shards))
+        server.put_dir("data/ds", str(shards))
+        features = {"x": ("float32", (1 << 16,)), "y": ("int64", ())}
+        retry = dict(attempts=60, backoff_s=0.05, max_backoff_s=0.5)
+        if mode == "full":
+            ds = StreamingDataset("s3://data/ds", str(tmp_path / "cache"), max_bytes=0, mode="full",
+                                  features=features, storage_options=server.options(), stream_buffers=2,
+                                  shuffle_window=1, fetchers=1, **retry)
+        else:
+            ds = StreamingDataset("s3://data/ds", str(tmp_path / "cache"), max_bytes=5 << 20, features=features,
+                                  storage_options=server.options(), min_shards=1, fetchers=1, **retry)
+        loader = stoker.DataLoader(ds, batch_size=4, num_workers=1)
+        it = iter(loader)
+        ys = next(it)["y"].tolist()
+        _kill(server)
+        back = threading.Timer(1.5, server.start)
+        back.start()
+        for b in it:
+            assert (b["x"] == b["y"][:, None].float()).all()  # every value of every sample
+            ys.extend(b["y"].tolist())
+        back.join()
+        if mode == "full":
+            assert sorted(ys) == list(range(10 * rows))
+        else:  # growing: the epoch is what the cache held; the rest comes in the next ones
+            assert len(ys) == len(set(ys))
+            seen = set(ys)
+            for epoch in range(1, 20):
+                if len(seen) == 10 * rows:
+                    break
+                loader.set_epoch(epoch)
+                seen.update(y for b in loader for y in b["y"].tolist())
+            assert seen == set(range(10 * rows))
+        st = ds.stats()
+        assert st["retries"] > 0, st  # (the server was really gone for some of the requests)
+        ds.close()
+    finally:
+        server.stop()
 
 
 class _Flaky(http.server.BaseHTTPRequestHandler):
