@@ -21,6 +21,26 @@ namespace {
 
 constexpr size_t kMaxErrorBody = 64 << 10;
 
+// The certificates https:// is checked against: SSL_CERT_FILE (as OpenSSL
+// and Python read it), else the bundle where this distribution keeps it.
+// A libcurl built on one distribution looks only where that one keeps it,
+// and the one in the manylinux wheel (scripts/manylinux.sh) has no place
+// built in at all.  Empty: libcurl's own default.
+const std::string& CaBundle() {
+  static const std::string path = [] {
+    const char* env = std::getenv("SSL_CERT_FILE");
+    if (env && *env) return std::string(env);
+    for (const char* p : {"/etc/ssl/certs/ca-certificates.crt",                // Debian, Ubuntu, Arch, Gentoo
+                          "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  // Fedora, RHEL 7 and later
+                          "/etc/pki/tls/certs/ca-bundle.crt",                   // older RHEL, Amazon Linux
+                          "/etc/ssl/ca-bundle.pem",                             // openSUSE
+                          "/etc/ssl/cert.pem"})                                 // Alpine
+      if (access(p, R_OK) == 0) return std::string(p);
+    return std::string();
+  }();
+  return path;
+}
+
 struct Sink {
   const std::function<bool(const char*, size_t)>* fn;
   CURL* curl;
@@ -64,6 +84,10 @@ size_t HeaderCb(char* p, size_t size, size_t n, void* user) {
 }
 
 std::string Describe(const HttpStore::Response& r) {
+  if (r.code == CURLE_PEER_FAILED_VERIFICATION || r.code == CURLE_SSL_CACERT_BADFILE)
+    return r.error + " (curl error " + std::to_string(r.code) + "): the server's certificate was checked against " +
+           (CaBundle().empty() ? std::string("libcurl's default CA bundle") : CaBundle()) +
+           "; set SSL_CERT_FILE to a bundle that holds the CA that signed it";
   if (r.code != CURLE_OK) return r.error + " (curl error " + std::to_string(r.code) + ")";
   return "HTTP " + std::to_string(r.status);
 }
@@ -137,6 +161,7 @@ HttpStore::Response HttpStore::Perform(const std::string& url, bool head, const 
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o_.stall_timeout_s)));
   curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);  // fewer, larger writes (curl's default is 16 KiB)
+  if (!CaBundle().empty()) curl_easy_setopt(c, CURLOPT_CAINFO, CaBundle().c_str());
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, HeaderCb);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
   if (head) {

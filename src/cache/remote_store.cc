@@ -3,8 +3,8 @@
 #include "cache/http_store.h"
 #include "cache/s3_store.h"
 
-// What `--undefined=stoker_link_remote_stores` (stoker_remote's link option)
-// asks for, so that the linker takes this object and its OpenRemoteStore.
+// What `-u stoker_link_remote_stores` (stoker_remote's link option) asks
+// for, so that the linker takes this object and its OpenRemoteStore.
 extern "C" void stoker_link_remote_stores() {}
 
 namespace stoker {

@@ -25,6 +25,7 @@
 #include "cache/shard_cache.h"
 #include "cache/shard_epoch.h"
 #include "cache/stream_buffer_pool.h"
+#include "core/atomic_shared_ptr.h"
 #include "io/file_reader.h"
 #include "stoker/streaming.h"
 #include "sync/futex.h"  // MonotonicNanos
@@ -48,7 +49,7 @@ struct StreamingDataset::Impl {
 
   mutable std::mutex mu;
   std::condition_variable cv;  // any state change: a fetch done, a release, an epoch, a stop
-  std::atomic<std::shared_ptr<Epoch>> cur;
+  AtomicSharedPtr<Epoch> cur;
   std::vector<int64_t> known_count;  // per shard: samples, once known (-1: not yet)
   std::map<uint32_t, ShardCache::Pin> fresh;  // growing: fetched, pinned until an epoch takes them
   // Full mode with room for the whole dataset (KeepsShardsOpen): cached

@@ -1,6 +1,7 @@
 #include "io/crc32c.h"
 
 #include "collate/collate_copy.h"
+#include "core/cpu_features.h"
 
 #include <algorithm>
 #include <array>
@@ -79,7 +80,8 @@ uint32_t XPow8N(uint64_t n) {
 #if defined(__x86_64__)
 constexpr size_t kStream = 8192;  // bytes per stream per round (3 streams)
 
-__attribute__((target("sse4.2"))) uint32_t HardwareExtend(uint32_t crc, const uint8_t* p, size_t n) {
+// (clang 16 and later count crc32 apart from sse4.2)
+__attribute__((target("sse4.2,crc32"))) uint32_t HardwareExtend(uint32_t crc, const uint8_t* p, size_t n) {
   uint64_t c0 = ~crc;
   // Byte-align to 8.
   while (n && (reinterpret_cast<uintptr_t>(p) & 7)) {
@@ -122,7 +124,7 @@ __attribute__((target("sse4.2"))) uint32_t HardwareExtend(uint32_t crc, const ui
   return ~static_cast<uint32_t>(c0);
 }
 
-const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+const bool kHaveSse42 = Cpu().sse42;
 #endif
 
 }  // namespace

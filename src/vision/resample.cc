@@ -10,6 +10,8 @@
 #include <immintrin.h>
 #include <vector>
 
+#include "core/cpu_features.h"
+
 namespace stoker::vision {
 
 namespace {
@@ -119,11 +121,10 @@ __attribute__((target("sse4.1"))) void HorizontalRowSse41(const uint8_t* in, int
 
 // One output row of the vertical pass: the sum of n source rows, all bytes
 // of a row at once.  The loops vectorise; compiled for AVX2 besides the
-// baseline (chosen at load time), eight 32-bit multiplies at a time against
-// SSE2's emulated ones.
-__attribute__((target_clones("avx2", "default"))) void VerticalRow(const uint8_t* in, int64_t stride, int32_t n,
-                                                                    const int32_t* k, int32_t* acc,
-                                                                    int64_t row_bytes, uint8_t* out) {
+// baseline (chosen at load time, core/cpu_features.h), eight 32-bit
+// multiplies at a time against SSE2's emulated ones.
+[[gnu::always_inline]] inline void VerticalRowBody(const uint8_t* in, int64_t stride, int32_t n, const int32_t* k,
+                                                   int32_t* acc, int64_t row_bytes, uint8_t* out) {
   std::fill(acc, acc + row_bytes, 1 << (kPrecisionBits - 1));
   for (int32_t j = 0; j < n; ++j) {
     const uint8_t* row = in + j * stride;
@@ -132,6 +133,19 @@ __attribute__((target_clones("avx2", "default"))) void VerticalRow(const uint8_t
   }
   for (int64_t i = 0; i < row_bytes; ++i) out[i] = Clip8(acc[i]);
 }
+
+void VerticalRowBase(const uint8_t* in, int64_t stride, int32_t n, const int32_t* k, int32_t* acc,
+                     int64_t row_bytes, uint8_t* out) {
+  VerticalRowBody(in, stride, n, k, acc, row_bytes, out);
+}
+
+__attribute__((target("avx2"))) void VerticalRowAvx2(const uint8_t* in, int64_t stride, int32_t n, const int32_t* k,
+                                                      int32_t* acc, int64_t row_bytes, uint8_t* out) {
+  VerticalRowBody(in, stride, n, k, acc, row_bytes, out);
+}
+
+using VerticalRowFn = void (*)(const uint8_t*, int64_t, int32_t, const int32_t*, int32_t*, int64_t, uint8_t*);
+const VerticalRowFn VerticalRow = Cpu().avx2 ? VerticalRowAvx2 : VerticalRowBase;
 
 // With AVX2: two output pixels per register (lanes 0-3 and 4-7), over the
 // longer of their two tap lists (the shorter one's extra weights are 0).
@@ -169,9 +183,9 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, int64_
 
 using HorizontalRowFn = void (*)(const uint8_t*, int64_t, int64_t, uint8_t*, int64_t, const int32_t*,
                                  const int32_t*, const int32_t*, int);
-const HorizontalRowFn HorizontalRow = __builtin_cpu_supports("avx2")     ? HorizontalRowAvx2
-                                      : __builtin_cpu_supports("sse4.1") ? HorizontalRowSse41
-                                                                         : HorizontalRowScalar;
+const HorizontalRowFn HorizontalRow = Cpu().avx2    ? HorizontalRowAvx2
+                                      : Cpu().sse41 ? HorizontalRowSse41
+                                                    : HorizontalRowScalar;
 
 }  // namespace
 

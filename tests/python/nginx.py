@@ -18,11 +18,15 @@ def free_port() -> int:
 
 class Nginx:
     """nginx serving `root` at http://127.0.0.1:port/ and, rate-limited to
-    `slow_rate` per connection, at /slow/; /moved/x redirects (302) to /x; /close/ answers with Connection: close."""
+    `slow_rate` per connection, at /slow/; /moved/x redirects (302) to /x; /close/ answers with Connection: close.
+    With tls=(certificate, key) files, also at https://127.0.0.1:tls_port/."""
 
-    def __init__(self, workdir, root, port=None, slow_rate="1m"):
+    def __init__(self, workdir, root, port=None, slow_rate="1m", tls=None):
         self.workdir, self.root = str(workdir), str(root)
         self.port = port or free_port()
+        self.tls_port = free_port() if tls else None
+        https = (f"server {{ listen 127.0.0.1:{self.tls_port} ssl; ssl_certificate {tls[0]}; "
+                 f"ssl_certificate_key {tls[1]}; root {self.root}; }}") if tls else ""
         self.slow_rate = slow_rate
         self.proc = None
         os.makedirs(self.workdir, exist_ok=True)
@@ -51,6 +55,7 @@ http {{
     location /moved/ {{ rewrite ^/moved/(.*)$ /$1 redirect; }}
     location /close/ {{ alias {self.root}/; keepalive_requests 1; }}
   }}
+  {https}
 }}
 """)
 

@@ -3,8 +3,11 @@ sizes, range reads, downloads that resume, retries with backoff, clear
 errors after the last attempt."""
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+import zlib
 
 import pytest
 
@@ -168,3 +171,45 @@ def test_an_error_page_never_lands_in_a_download(server, tmp_path):
     with pytest.raises(ValueError, match="no such object on the store"):
         Store(server.url).download("gone.bin", str(part), 20)
     assert part.read_bytes() == b"0123456789"
+
+
+def _self_signed(d):
+    """A certificate for 127.0.0.1 signed by itself, and its key."""
+    cert, key = str(d / "cert.pem"), str(d / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def test_https_checks_the_certificate_against_ssl_cert_file(tmp_path, www):
+    # The CA bundle comes from SSL_CERT_FILE, else from where the
+    # distribution keeps it (a libcurl built elsewhere knows only its own
+    # place, the manylinux wheel's none): trusted there, the download works;
+    # not, the error says what it was checked against and what to set.
+    root, data = www
+    tls = _self_signed(tmp_path)
+    n = Nginx(tmp_path / "nginx", root, tls=tls).start()
+    code = f"""
+import sys, zlib
+from stoker.cache import Store
+s = Store("https://127.0.0.1:{n.tls_port}/", attempts=1)
+try:
+    got = s.read_all("shard-0.bin")
+except OSError as e:
+    print("ERR", e)
+else:
+    print("OK", zlib.crc32(got))
+"""
+    try:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        env.pop("SSL_CERT_FILE", None)
+        trusted = subprocess.run([sys.executable, "-c", code], env=dict(env, SSL_CERT_FILE=tls[0]),
+                                 capture_output=True, text=True, timeout=120)
+        assert trusted.stdout.strip() == f"OK {zlib.crc32(data)}", trusted.stdout + trusted.stderr
+        untrusted = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                   timeout=120)
+        out = untrusted.stdout.strip()
+        assert out.startswith("ERR") and "certificate" in out and "SSL_CERT_FILE" in out, out + untrusted.stderr
+    finally:
+        n.stop()
