@@ -151,6 +151,7 @@ def test_workers_exit_when_iterator_is_dropped():
 
 CTRL_C_SCRIPT = r"""
 import os, signal, sys, threading, time, torch
+signal.signal(signal.SIGINT, signal.default_int_handler)  # (a shell's background job starts with SIGINT ignored)
 sys.path.insert(0, {tests!r})
 import stoker
 from datasets import IndexDataset
@@ -191,6 +192,7 @@ def test_ctrl_c_while_waiting_raises_keyboard_interrupt_quietly():
 
 CTRL_C_SWEEP_SCRIPT = r"""
 import os, signal, sys, threading, time, torch
+signal.signal(signal.SIGINT, signal.default_int_handler)  # (as above)
 sys.path.insert(0, {tests!r})
 import stoker
 from datasets import IndexDataset
