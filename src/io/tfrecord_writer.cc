@@ -3,6 +3,8 @@
 #include "io/proto_wire.h"
 #include "io/tfrecord_file.h"
 
+#include <cstdint>
+
 namespace stoker {
 
 Result<std::unique_ptr<TFRecordWriter>> TFRecordWriter::Create(const std::string& path) {
@@ -11,6 +13,8 @@ Result<std::unique_ptr<TFRecordWriter>> TFRecordWriter::Create(const std::string
 }
 
 namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "float lists are written as little-endian IEEE floats");
 
 // Field numbers of proto/example.proto.
 constexpr uint32_t kExampleFeatures = 1, kFeaturesMap = 1, kEntryKey = 1, kEntryValue = 2, kListValue = 1;
@@ -56,7 +60,7 @@ Result<std::string> SerializeExample(const std::vector<FeatureValue>& features) 
     features_size += wire::FieldSize(entry_size[i]);
   }
   const size_t size = wire::FieldSize(features_size);
-  if (size > (size_t{2} << 30))  // (what protobuf's readers accept)
+  if (size > size_t{INT32_MAX})  // (what protobuf's readers accept)
     return Status::InvalidArgument("it would be " + std::to_string(size) + " bytes: a tf.train.Example is at most 2 GiB");
   std::string data;
   data.reserve(size);
