@@ -1,6 +1,7 @@
 #include "io/example_decoder.h"
 
 #include "collate/collate_copy.h"
+#include "io/example_fields.h"
 #include "io/half.h"
 #include "io/proto_wire.h"
 
@@ -15,9 +16,7 @@ namespace {
 static_assert(std::numeric_limits<float>::is_iec559, "float lists are copied as IEEE floats");
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "packed values are copied as little-endian");
 
-// Field numbers of proto/example.proto.
-constexpr uint32_t kExampleFeatures = 1, kFeaturesMap = 1, kEntryKey = 1, kEntryValue = 2;
-constexpr uint32_t kBytesList = 1, kFloatList = 2, kInt64List = 3, kListValue = 1;
+using namespace example_fields;  // (io/example_fields.h: the field numbers)
 
 const char* KindName(uint32_t kind) {
   return kind == kBytesList ? "bytes_list" : kind == kFloatList ? "float_list" : kind == kInt64List ? "int64_list"

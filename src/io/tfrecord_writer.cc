@@ -1,5 +1,6 @@
 #include "io/tfrecord_writer.h"
 
+#include "io/example_fields.h"
 #include "io/proto_wire.h"
 #include "io/tfrecord_file.h"
 
@@ -16,27 +17,21 @@ namespace {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "float lists are written as little-endian IEEE floats");
 
-// Field numbers of proto/example.proto.
-constexpr uint32_t kExampleFeatures = 1, kFeaturesMap = 1, kEntryKey = 1, kEntryValue = 2, kListValue = 1;
+using namespace example_fields;  // (io/example_fields.h: the field numbers)
 
 uint32_t ListField(FeatureValue::Kind kind) {
-  return kind == FeatureValue::Kind::kBytes ? 1 : kind == FeatureValue::Kind::kFloat ? 2 : 3;
+  return kind == FeatureValue::Kind::kBytes ? kBytesList : kind == FeatureValue::Kind::kFloat ? kFloatList : kInt64List;
 }
 
-// Bytes of the packed varints of an int64 list.
-size_t PackedIntsSize(const FeatureValue& v) {
-  size_t n = 0;
-  for (uint64_t i = 0; i < v.count; ++i) n += wire::VarintSize(static_cast<uint64_t>(v.ints[i]));
-  return n;
-}
-
-// Size of the BytesList / FloatList / Int64List message of v (repeated
-// numbers packed, as proto3 writes them; an empty list is an empty message).
-size_t ListSize(const FeatureValue& v) {
+// Bytes of v's values as the list holds them: the floats, the packed
+// varints of the int64s, or each bytes value as a field of its own.
+size_t ValuesSize(const FeatureValue& v) {
   size_t n = 0;
   switch (v.kind) {
-    case FeatureValue::Kind::kFloat: return v.count ? wire::FieldSize(4 * v.count) : 0;
-    case FeatureValue::Kind::kInt64: return v.count ? wire::FieldSize(PackedIntsSize(v)) : 0;
+    case FeatureValue::Kind::kFloat: return 4 * v.count;
+    case FeatureValue::Kind::kInt64:
+      for (uint64_t i = 0; i < v.count; ++i) n += wire::VarintSize(static_cast<uint64_t>(v.ints[i]));
+      return n;
     case FeatureValue::Kind::kBytes:
       for (std::string_view b : v.bytes) n += wire::FieldSize(b.size());
       return n;
@@ -44,18 +39,27 @@ size_t ListSize(const FeatureValue& v) {
   return n;
 }
 
+// Size of the BytesList / FloatList / Int64List message whose values take
+// `values` bytes (numbers packed into one field, as proto3 writes them; an
+// empty list is an empty message).
+size_t ListSize(const FeatureValue& v, size_t values) {
+  if (v.kind == FeatureValue::Kind::kBytes) return values;
+  return v.count ? wire::FieldSize(values) : 0;
+}
+
 }  // namespace
 
 Result<std::string> SerializeExample(const std::vector<FeatureValue>& features) {
   // Sizes first (every length precedes its message), then one pass that
   // writes Example { features { feature { key, value: Feature { list } } } }.
-  std::vector<size_t> list_size(features.size()), entry_size(features.size());
+  std::vector<size_t> values_size(features.size()), list_size(features.size()), entry_size(features.size());
   size_t features_size = 0;
   for (size_t i = 0; i < features.size(); ++i) {
     const FeatureValue& v = features[i];
     for (size_t j = 0; j < i; ++j)
       if (features[j].name == v.name) return Status::InvalidArgument("feature '" + v.name + "' given twice");
-    list_size[i] = ListSize(v);
+    values_size[i] = ValuesSize(v);
+    list_size[i] = ListSize(v, values_size[i]);
     entry_size[i] = wire::FieldSize(v.name.size()) + wire::FieldSize(wire::FieldSize(list_size[i]));
     features_size += wire::FieldSize(entry_size[i]);
   }
@@ -75,12 +79,12 @@ Result<std::string> SerializeExample(const std::vector<FeatureValue>& features) 
     switch (v.kind) {
       case FeatureValue::Kind::kFloat:
         if (!v.count) break;
-        wire::PutLength(&data, kListValue, 4 * v.count);
+        wire::PutLength(&data, kListValue, values_size[i]);
         data.append(reinterpret_cast<const char*>(v.floats), 4 * v.count);
         break;
       case FeatureValue::Kind::kInt64:
         if (!v.count) break;
-        wire::PutLength(&data, kListValue, PackedIntsSize(v));
+        wire::PutLength(&data, kListValue, values_size[i]);
         for (uint64_t k = 0; k < v.count; ++k) wire::PutVarint(&data, static_cast<uint64_t>(v.ints[k]));
         break;
       case FeatureValue::Kind::kBytes:
