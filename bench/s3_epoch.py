@@ -42,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
 from seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3  # noqa: E402  (the tests' server helper)
+from seaweedfs import options as s3_options  # noqa: E402
 
 import stoker  # noqa: E402
 from stoker.cache import StreamingDataset, write_index  # noqa: E402
@@ -61,10 +62,10 @@ def make_shards(root, shards, shard_mib):
     return per
 
 
-def boto3_epoch(server, names):
+def boto3_epoch(endpoint, names):
     import boto3
     from botocore.config import Config
-    client = boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id=ACCESS_KEY,
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY,
                           aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
                           config=Config(max_pool_connections=4))
     t0 = time.perf_counter()
@@ -110,20 +111,10 @@ def make_mds(root, src, shard_mib):
             w.write({"x": s["x.bin"].tobytes(), "cls": int(s["cls"])})
 
 
-class Endpoint:
-    """What a child process needs of the server: its URL and the key."""
-
-    def __init__(self, endpoint):
-        self.endpoint = endpoint
-
-    def options(self):
-        return {"endpoint_url": self.endpoint, "aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET_KEY}
-
-
-def stoker_epoch(server, cache_dir, max_bytes, fetchers):
+def stoker_epoch(endpoint, cache_dir, max_bytes, fetchers):
     t0 = time.perf_counter()
     ds = StreamingDataset("s3://bench/ds", cache_dir, max_bytes=max_bytes, mode="full", fields=FIELDS,
-                          storage_options=server.options(), fetchers=fetchers)
+                          storage_options=s3_options(endpoint), fetchers=fetchers)
     loader = stoker.DataLoader(ds, batch_size=32, num_workers=2)
     total = sum(int(b["x.bin"].numel()) for b in loader)
     dt = time.perf_counter() - t0
@@ -144,14 +135,14 @@ def mosaic_epoch(local):
 def child(kind, spec):
     """One cold epoch in a process of its own, timed inside it (imports and
     interpreter start left out): what a training job's first epoch is."""
-    server = Endpoint(spec["endpoint"])
+    endpoint = spec["endpoint"]
     out = {}
     if kind == "boto3":
-        out["bytes"], out["seconds"] = boto3_epoch(server, spec["names"])
+        out["bytes"], out["seconds"] = boto3_epoch(endpoint, spec["names"])
     elif kind == "mosaic":
         out["bytes"], out["seconds"] = mosaic_epoch(spec["local"])
     else:
-        ds, loader, out["bytes"], out["seconds"] = stoker_epoch(server, spec["local"], spec["max_bytes"],
+        ds, loader, out["bytes"], out["seconds"] = stoker_epoch(endpoint, spec["local"], spec["max_bytes"],
                                                                 spec["fetchers"])
         if spec["max_bytes"]:  # and a warm epoch out of the cache it filled
             loader.set_epoch(1)

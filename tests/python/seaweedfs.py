@@ -31,6 +31,11 @@ def _free_ports(n):
             s.close()
 
 
+def options(endpoint, **kw):
+    """storage_options for the server at `endpoint`, with the test identity."""
+    return {"endpoint_url": endpoint, "aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET_KEY, **kw}
+
+
 class SeaweedS3:
     def __init__(self, workdir, buckets=("data",)):
         self.workdir = str(workdir)
@@ -49,8 +54,7 @@ class SeaweedS3:
 
     def options(self, **kw):
         """storage_options for this server."""
-        return {"endpoint_url": self.endpoint, "aws_access_key_id": ACCESS_KEY,
-                "aws_secret_access_key": SECRET_KEY, **kw}
+        return options(self.endpoint, **kw)
 
     def start(self, timeout=60.0):
         m, mg, v, vg, fg, a, ag, s3g = self._other
@@ -99,9 +103,11 @@ class SeaweedS3:
             with open(os.path.join(directory, name), "rb") as f:
                 self.put(f"{bucket_prefix}/{name}", f.read())
 
-    def stop(self):
+    def stop(self, sig=signal.SIGTERM):
+        """SIGTERM (then SIGKILL after 10 s); sig=SIGKILL stops it as a crash
+        or the OOM killer would, with no shutdown."""
         if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            os.killpg(self.proc.pid, sig)
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:

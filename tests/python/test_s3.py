@@ -204,14 +204,6 @@ def test_no_shards_under_the_prefix_is_named(s3, tmp_path):
                          storage_options=s3.options())
 
 
-def _kill(server):
-    """SIGKILL, as a crash or an OOM kill would leave it (no shutdown)."""
-    os.killpg(server.proc.pid, signal.SIGKILL)
-    server.proc.wait()
-    server.log.close()
-    server.proc = server.log = None
-
-
 @pytest.mark.parametrize("mode", ["full", "growing"])
 def test_the_server_killed_mid_epoch_and_back_loses_nothing(tmp_path, mode):
     # 10 shards of 2 MiB; the fetchers may run only 2 shards ahead of the
@@ -242,7 +234,7 @@ def test_the_server_killed_mid_epoch_and_back_loses_nothing(tmp_path, mode):
         loader = stoker.DataLoader(ds, batch_size=4, num_workers=1)
         it = iter(loader)
         ys = next(it)["y"].tolist()
-        _kill(server)
+        server.stop(signal.SIGKILL)
         back = threading.Timer(1.5, server.start)
         back.start()
         for b in it:
