@@ -149,7 +149,8 @@ def test_workers_exit_when_iterator_is_dropped():
     wait_gone(pids)
 
 
-CTRL_C_SCRIPT = r"""
+# A child with a loader whose workers take 30 s per sample, for Ctrl-C.
+CTRL_C_PRELUDE = r"""
 import os, signal, sys, threading, time, torch
 signal.signal(signal.SIGINT, signal.default_int_handler)  # (a shell's background job starts with SIGINT ignored)
 sys.path.insert(0, {tests!r})
@@ -161,6 +162,9 @@ class Slow(IndexDataset):
         time.sleep(30)
         return torch.tensor(i)
 
+"""
+
+CTRL_C_SCRIPT = CTRL_C_PRELUDE + r"""
 threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 loader = stoker.DataLoader(Slow(8), batch_size=2, num_workers=2)
 it = iter(loader)
@@ -177,12 +181,16 @@ print("alive: 0", flush=True)
 """
 
 
-def test_ctrl_c_while_waiting_raises_keyboard_interrupt_quietly():
+def _run_child(script, timeout):
     import subprocess
     import sys
     tests = os.path.dirname(os.path.abspath(__file__))
-    proc = subprocess.run([sys.executable, "-c", CTRL_C_SCRIPT.format(tests=tests)], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run([sys.executable, "-c", script.format(tests=tests)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_ctrl_c_while_waiting_raises_keyboard_interrupt_quietly():
+    proc = _run_child(CTRL_C_SCRIPT, timeout=60)
     assert "interrupted after" in proc.stdout, proc.stdout + proc.stderr
     secs = float(proc.stdout.split("interrupted after")[1].split()[0])
     assert secs < 5
@@ -190,18 +198,7 @@ def test_ctrl_c_while_waiting_raises_keyboard_interrupt_quietly():
     assert "Traceback" not in proc.stderr, proc.stderr
 
 
-CTRL_C_SWEEP_SCRIPT = r"""
-import os, signal, sys, threading, time, torch
-signal.signal(signal.SIGINT, signal.default_int_handler)  # (as above)
-sys.path.insert(0, {tests!r})
-import stoker
-from datasets import IndexDataset
-
-class Slow(IndexDataset):
-    def __getitem__(self, i):
-        time.sleep(30)
-        return torch.tensor(i)
-
+CTRL_C_SWEEP_SCRIPT = CTRL_C_PRELUDE + r"""
 loader = stoker.DataLoader(Slow(8), batch_size=2, num_workers=2)
 worst = 0.0
 for k in range(24):
@@ -224,11 +221,7 @@ def test_ctrl_c_just_as_the_wait_begins_is_not_lost():
     # after the GIL was let go but before the futex slept was seen only when
     # a batch came, 30 s later (this sweep failed at its third trial before
     # the wait was cut into slices that run Python's signal handlers).
-    import subprocess
-    import sys
-    tests = os.path.dirname(os.path.abspath(__file__))
-    proc = subprocess.run([sys.executable, "-c", CTRL_C_SWEEP_SCRIPT.format(tests=tests)], capture_output=True,
-                          text=True, timeout=120)
+    proc = _run_child(CTRL_C_SWEEP_SCRIPT, timeout=120)
     assert proc.returncode == 0 and "worst" in proc.stdout, proc.stdout + proc.stderr
     assert float(proc.stdout.split("worst")[1].split()[0]) < 5
 
