@@ -73,10 +73,11 @@ struct StreamingOptions {
                                         // store's Store::PreferredConnections: 2, or 8 on AWS S3)
   std::vector<int> fetcher_cpus;        // the CPUs the fetchers may run on (each one this process
                                         // may use); empty: wherever the scheduler puts them
-  uint32_t prefetch = 4;                // kFull: shards fetched ahead of the readers
+  uint32_t prefetch = 4;                // kFull: shards fetched ahead of the readers (through memory:
+                                        // as far as the stream buffers the window leaves go)
   uint32_t stream_buffers = 0;          // kFull: memory buffers for shards the cache has no room for
-                                        // (each as large as the largest shard); 0: 2 * (shuffle_window +
-                                        // fetchers) within a quarter of the memory limit, at least
+                                        // (each as large as the largest shard); 0: shuffle_window +
+                                        // fetchers within a quarter of the memory limit, at least
                                         // shuffle_window + 1; over half the limit is an error at Open
   uint32_t shuffle_window = 4;          // shards whose samples are shuffled together
   uint32_t min_shards = 1;              // kGrowing: an epoch waits for this many cached shards

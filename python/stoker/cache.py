@@ -22,7 +22,7 @@ shards cached when it begins, while the cache keeps filling and, once full,
 turns over (eviction="oldest" or "lru"; a shard being read is never
 evicted).  mode="full": each epoch reads the whole remote dataset, fetching
 `prefetch` shards ahead of the readers (kept in the cache while it has room,
-the rest streamed through reused memory buffers).  Several loaders (the ranks of a
+the rest streamed through reused memory buffers, as far ahead as they go).  Several loaders (the ranks of a
 node) may share `local`.  Read by stoker.DataLoader's C++ threads.
 
 Below it: Store (one store), ShardCache (whole shards in a directory under a
@@ -156,7 +156,7 @@ class StreamingDataset(NativeDataset):
     min_shards, waiting for them; wait_timeout= seconds gives up) or "full"
     (each epoch: every shard, streamed; needs the samples column in the index;
     shards kept in the cache while it has room, the rest read through
-    stream_buffers reused memory buffers, default 2 * (shuffle_window + fetchers)
+    stream_buffers reused memory buffers, default shuffle_window + fetchers
     within a quarter of the memory this process may use, each the size of the
     largest shard; MemoryError when a shuffle window of them would take more
     than half).

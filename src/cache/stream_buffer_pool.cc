@@ -24,7 +24,7 @@ Status StreamBufferPool::Configure(const StreamBufferSizing& sizing, bool needed
   capacity_ = std::max<uint64_t>(unit, (sizing.largest_shard + unit - 1) / unit * unit);
   const Result<uint64_t> limit = MemoryLimitBytes();
   const size_t least = size_t{sizing.window} + 1;
-  count_ = sizing.stream_buffers ? sizing.stream_buffers : 2 * size_t{sizing.window} + 2 * size_t{sizing.fetchers};
+  count_ = sizing.stream_buffers ? sizing.stream_buffers : size_t{sizing.window} + size_t{sizing.fetchers};
   if (!sizing.stream_buffers && limit.ok())
     count_ = std::max(least, std::min<size_t>(count_, limit.value() / 4 / capacity_));
   if (needed && limit.ok() && count_ * capacity_ > limit.value() / 2)
@@ -77,11 +77,17 @@ Status StreamBufferPool::Add() {
 // windows of 4) can need more shards at once than there are buffers;
 // waiting for a release then waited forever, the fetchers' prefetches
 // holding the buffers the readers' shards needed: hence `take_back`.
-Result<StreamBuffer*> StreamBufferPool::Acquire(std::weak_ptr<const void> owner, bool speculative,
+//
+// The reserve a prefetch leaves is what the readers' window still lacks,
+// not the whole window: a reserve of `window` buffers whatever the readers
+// held left a pool of window + 2 with no prefetch at all once a window was
+// in, and the readers then waited at every shard they moved on to.
+Result<StreamBuffer*> StreamBufferPool::Acquire(std::weak_ptr<const void> owner, bool speculative, size_t held,
                                                 const std::function<StreamBuffer*()>& take_back) {
   size_t free = count_ - std::min(count_, buffers_.size());
   for (const auto& b : buffers_) free += b->Free();
-  if (speculative && free <= sizing_.window) return static_cast<StreamBuffer*>(nullptr);
+  const size_t reserve = sizing_.window > held ? sizing_.window - held : 0;
+  if (speculative && free <= reserve) return static_cast<StreamBuffer*>(nullptr);
   StreamBuffer* got = nullptr;
   if (free > 0) {
     for (auto& b : buffers_)

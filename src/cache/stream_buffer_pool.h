@@ -45,12 +45,13 @@ struct StreamBufferSizing {
 
 class StreamBufferPool {
  public:
-  // Decides how many buffers and how large.  Default count: the window
-  // being read, as many again kept for the readers' next shards, and per
-  // fetcher one buffer in flight and one ready (so that fetchers finishing
-  // at different times do not wait for each other's readers); but no more
-  // than a quarter of the memory this process may use, and never fewer
-  // than a window and one more.  Where some shards are sure to stream
+  // Decides how many buffers and how large.  Default count: what is in
+  // use at once, the window being read and one per fetcher (in flight, or
+  // ready for the readers' next shard); but no more than a quarter of the
+  // memory this process may use, and never fewer than a window and one
+  // more.  Each buffer is new memory the kernel zeroes at its first touch:
+  // twice that many (the count before) cost a fresh process's first epoch
+  // a third more CPU per GB, for no speed (docs/benchmarks.md).  Where some shards are sure to stream
   // (`needed`), more than half that memory is ResourceExhausted here, not
   // the OOM killer in the middle of an epoch.  `what` names the dataset.
   Status Configure(const StreamBufferSizing& sizing, bool needed, const std::string& what);
@@ -61,12 +62,13 @@ class StreamBufferPool {
   Status Add();
 
   // A free buffer for `owner`'s shard, or null.  A speculative fetch
-  // leaves a window of them for the shards the readers ask for.  A shard a
+  // leaves free what the readers may still ask for to fill their window:
+  // `window` less the buffers they hold now (`held`).  A shard a
   // reader waits for always gets one: `take_back` gives up a prefetched
   // shard's buffer (or null), and where the readers hold every buffer one
   // more is made, unmapped again when it comes back (Return).  An error:
   // that buffer could not be made.
-  Result<StreamBuffer*> Acquire(std::weak_ptr<const void> owner, bool speculative,
+  Result<StreamBuffer*> Acquire(std::weak_ptr<const void> owner, bool speculative, size_t held,
                                 const std::function<StreamBuffer*()>& take_back);
   // A buffer back to the pool; one made past the count is unmapped.
   void Return(StreamBuffer* b);

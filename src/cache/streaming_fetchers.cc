@@ -225,7 +225,9 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
 }
 
 StreamBuffer* StreamingDataset::Impl::AcquireBufferLocked(const std::shared_ptr<Epoch>& ep, bool speculative) {
-  Result<StreamBuffer*> got = buffers.Acquire(ep, speculative, [this] { return TakeBackBufferLocked(); });
+  size_t held = 0;  // buffers the readers have come for
+  for (const auto& s : ep->slots) held += s->mem && s->touched;
+  Result<StreamBuffer*> got = buffers.Acquire(ep, speculative, held, [this] { return TakeBackBufferLocked(); });
   if (got.ok()) return got.value();
   ++fetch_errors;  // seen in stats(); the fetcher waits for a buffer to come free
   last_error = got.status().message();

@@ -319,8 +319,9 @@ def test_full_mode_every_sample_once_per_epoch_through_a_small_cache(server, www
     # rest streams through memory buffers; nothing is evicted.
     assert st["evictions"] == 0 and st["fraction_seen"] == 1.0 and st["hits"] >= 4
     assert st["streamed"] >= 2 * (N_SHARDS - 5) and st["downloads"] == st["streamed"] + st["cached_shards"]
-    # 2 * (shuffle_window + fetchers) buffers by default, in whole pages.
-    assert 0 < st["stream_buffer_bytes"] <= 2 * (2 + 2) * (shard_size(www) + 4095)
+    # shuffle_window + fetchers buffers by default, in whole pages.
+    assert st["stream_buffers"] == 2 + 2
+    assert 0 < st["stream_buffer_bytes"] <= (2 + 2) * (shard_size(www) + 4095)
     assert mon.peak <= max_bytes
     assert mapped_shards(local) == set(), "shards a smaller cache may evict are not held between epochs"
     # Shard by shard: each stretch of 2 shards' samples (a shuffle window) is 2 shards, mixed.
@@ -520,9 +521,10 @@ def test_full_mode_prefetches_as_soon_as_the_epochs_order_is_known(server, tmp_p
     """The fetchers start on an epoch's first shards when the sampler orders
     it (iter() of a loader), before any reader asks: the first shuffle window
     alone until it is in (the first batch needs all of it), then on to
-    `prefetch` shards ahead."""
+    `prefetch` shards ahead (as far as the buffers go: a prefetch leaves the
+    window free for the readers, so 4 shards ahead take 6 buffers)."""
     ds = StreamingDataset(server.url + "/slow", str(tmp_path / "cache"), max_bytes=0, mode="full",
-                          features=FEATURES, shuffle_window=2, prefetch=3, fetchers=3)
+                          features=FEATURES, shuffle_window=2, prefetch=3, fetchers=3, stream_buffers=6)
     order = iter(ds.sampler(shuffle=True, seed=3))
     next(order)  # begins and orders epoch 0; nothing is read
     most_at_first = 0  # shards in flight before the first window is in (0.13 s each at 400 KB/s)

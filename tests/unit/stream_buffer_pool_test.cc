@@ -13,7 +13,7 @@ TEST(StreamBufferPool, SizedFromTheLargestShardAndTheWindow) {
   StreamBufferPool p;
   ASSERT_TRUE(p.Configure({3 << 20, 0, 4, 2}, true, "test").ok());
   EXPECT_EQ(p.capacity(), 4u << 20);  // whole huge pages
-  EXPECT_EQ(p.count(), 2u * 4 + 2 * 2);
+  EXPECT_EQ(p.count(), 4u + 2);  // the window and one per fetcher
   EXPECT_EQ(p.made(), 0u);  // made as the fetchers need them
   StreamBufferPool small;
   ASSERT_TRUE(small.Configure({100, 6, 4, 2}, true, "test").ok());
@@ -31,18 +31,18 @@ TEST(StreamBufferPool, SpeculativeFetchesLeaveAWindowAndReadersAlwaysGetOne) {
   ASSERT_TRUE(p.Configure({4096, 3, 2, 1}, false, "test").ok());
   auto epoch = std::make_shared<int>(0);
   auto none = [] { return static_cast<StreamBuffer*>(nullptr); };
-  StreamBuffer* a = p.Acquire(epoch, true, none).value();
+  StreamBuffer* a = p.Acquire(epoch, true, 0, none).value();
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(p.Acquire(epoch, true, none).value(), nullptr);  // 2 left = the window: kept for readers
-  StreamBuffer* b = p.Acquire(epoch, false, none).value();
-  StreamBuffer* c = p.Acquire(epoch, false, none).value();
+  EXPECT_EQ(p.Acquire(epoch, true, 0, none).value(), nullptr);  // 2 left = the window: kept for readers
+  StreamBuffer* b = p.Acquire(epoch, false, 0, none).value();
+  StreamBuffer* c = p.Acquire(epoch, false, 0, none).value();
   ASSERT_NE(b, nullptr);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(p.made(), 3u);
   // All taken: a reader's shard takes a prefetched one back ...
-  EXPECT_EQ(p.Acquire(epoch, false, [&] { return a; }).value(), a);
+  EXPECT_EQ(p.Acquire(epoch, false, 0, [&] { return a; }).value(), a);
   // ... or, with none to take back, one more is made and unmapped on return.
-  StreamBuffer* d = p.Acquire(epoch, false, none).value();
+  StreamBuffer* d = p.Acquire(epoch, false, 0, none).value();
   EXPECT_EQ(p.made(), 4u);
   p.Return(d);
   EXPECT_EQ(p.made(), 3u);
@@ -51,18 +51,37 @@ TEST(StreamBufferPool, SpeculativeFetchesLeaveAWindowAndReadersAlwaysGetOne) {
   EXPECT_EQ(p.bytes(), 3u * 4096);
 }
 
+TEST(StreamBufferPool, ThePrefetchReserveIsWhatTheReadersWindowStillLacks) {
+  StreamBufferPool p;
+  ASSERT_TRUE(p.Configure({4096, 4, 2, 1}, false, "test").ok());  // window 2, 4 buffers
+  auto epoch = std::make_shared<int>(0);
+  auto none = [] { return static_cast<StreamBuffer*>(nullptr); };
+  // The readers hold none yet: a prefetch leaves 2 free.
+  ASSERT_NE(p.Acquire(epoch, true, 0, none).value(), nullptr);
+  ASSERT_NE(p.Acquire(epoch, true, 0, none).value(), nullptr);
+  EXPECT_EQ(p.Acquire(epoch, true, 0, none).value(), nullptr);
+  // They have come for one of those two: one more may be prefetched, and
+  // the last stays free for the other shard of their window.
+  ASSERT_NE(p.Acquire(epoch, true, 1, none).value(), nullptr);
+  EXPECT_EQ(p.Acquire(epoch, true, 1, none).value(), nullptr);
+  // They hold their whole window: the last buffer may be prefetched into.
+  ASSERT_NE(p.Acquire(epoch, true, 2, none).value(), nullptr);
+  EXPECT_EQ(p.Acquire(epoch, true, 2, none).value(), nullptr);  // none left
+  EXPECT_EQ(p.made(), 4u);
+}
+
 TEST(StreamBufferPool, AnEpochLeftEarlyGivesItsBuffersBack) {
   StreamBufferPool p;
   ASSERT_TRUE(p.Configure({4096, 2, 1, 1}, false, "test").ok());
   auto none = [] { return static_cast<StreamBuffer*>(nullptr); };
   auto epoch = std::make_shared<int>(0);
-  StreamBuffer* a = p.Acquire(epoch, false, none).value();
-  StreamBuffer* b = p.Acquire(epoch, false, none).value();
+  StreamBuffer* a = p.Acquire(epoch, false, 0, none).value();
+  StreamBuffer* b = p.Acquire(epoch, false, 0, none).value();
   EXPECT_FALSE(a->Free());
   epoch.reset();  // nobody holds that epoch any more
   EXPECT_TRUE(a->Free() && b->Free());
   auto next = std::make_shared<int>(1);
-  EXPECT_NE(p.Acquire(next, true, none).value(), nullptr);
+  EXPECT_NE(p.Acquire(next, true, 0, none).value(), nullptr);
   EXPECT_EQ(p.made(), 2u);
 }
 
