@@ -1,0 +1,51 @@
+"""What memory costs the first time a process touches it, on this machine.
+
+    python bench/fresh_memory.py [--mib 512] [--rounds 4]
+
+Per round: maps --mib MiB of anonymous memory (huge pages advised, as the
+stream buffers are) and writes one byte per 4 KiB page (the first touch: the
+kernel finds, zeroes and maps each page), then writes all of it again (the
+same pages: a plain memory write), then gives the pages back to the kernel
+(MADV_DONTNEED) and touches them once more (pages the kernel just freed).
+Then it waits 3 s, long enough for free pages to be reported to a hypervisor
+(virtio-balloon free page reporting), before the next round.  A first touch
+much slower than the touch after MADV_DONTNEED is the host backing the
+guest's pages again: every buffer, slot or page-cache page a loader makes
+fresh pays it (docs/benchmarks.md).
+"""
+import argparse
+import mmap
+import time
+
+import numpy as np
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=512)
+    ap.add_argument("--rounds", type=int, default=4)
+    args = ap.parse_args()
+    n = args.mib << 20
+    for _ in range(args.rounds):
+        m = mmap.mmap(-1, n)
+        m.madvise(mmap.MADV_HUGEPAGE)
+        a = np.frombuffer(m, dtype=np.uint8)
+        t0, c0 = time.perf_counter(), time.process_time()
+        a[::4096] = 1
+        t1, c1 = time.perf_counter(), time.process_time()
+        a[:] = 2
+        t2 = time.perf_counter()
+        m.madvise(mmap.MADV_DONTNEED)
+        t3 = time.perf_counter()
+        a[::4096] = 1
+        t4 = time.perf_counter()
+        print(f"first touch {n / (t1 - t0) / 1e9:.2f} GB/s ({(c1 - c0) / n * 1e9:.2f} CPU-s/GB); "
+              f"written again {n / (t2 - t1) / 1e9:.2f} GB/s; "
+              f"touched after MADV_DONTNEED {n / (t4 - t3) / 1e9:.2f} GB/s", flush=True)
+        del a
+        m.close()
+        time.sleep(3)
+
+
+if __name__ == "__main__":
+    main()
