@@ -69,14 +69,16 @@ struct StreamingOptions {
   std::vector<FieldSpec> features;      // TFRecord: the features to decode
   std::vector<TarFieldDecl> tar_fields; // tar: empty: inferred from the first shard
   OnError on_error = OnError::kRaise;
-  uint32_t fetchers = 0;                // download threads, each with its own connection (0: the
-                                        // store's Store::PreferredConnections: 2, or 8 on AWS S3)
+  uint32_t fetchers = 0;                // download threads, each with its own connection (0: chosen:
+                                        // from the store's Store::PreferredConnections (2, or 8 on AWS
+                                        // S3) one more at a time while the readers wait for shards and
+                                        // each adds 10% to the rate, up to 4x that: FetcherScaling)
   std::vector<int> fetcher_cpus;        // the CPUs the fetchers may run on (each one this process
                                         // may use); empty: wherever the scheduler puts them
   uint32_t prefetch = 4;                // kFull: shards fetched ahead of the readers (through memory:
                                         // as far as the stream buffers the window leaves go)
   uint32_t stream_buffers = 0;          // kFull: memory buffers for shards the cache has no room for
-                                        // (each as large as the largest shard); 0: shuffle_window +
+                                        // (each as large as the largest shard); 0: 2 * shuffle_window +
                                         // fetchers within a quarter of the memory limit, at least
                                         // shuffle_window + 1; over half the limit is an error at Open
   uint32_t shuffle_window = 4;          // shards whose samples are shuffled together
@@ -108,6 +110,9 @@ struct StreamingStats {
   uint64_t evictions = 0;
   uint64_t verified_shards = 0, torn_shards = 0;  // checked after an unclean stop; of those torn (fetched again)
   uint32_t fetchers = 0;                         // download threads running (chosen, or as asked)
+  bool fetchers_auto = false;                    // StreamingOptions::fetchers was 0: chosen as they help
+  uint32_t fetchers_most = 0;                    // the most it may run (auto: 4x the store's preference)
+  uint64_t fetchers_tried = 0;                   // auto: connections added to see whether they help
   std::vector<int> fetcher_cpus;                 // the CPUs they are confined to (empty: not confined)
   uint64_t requests = 0, retries = 0;            // the fetchers' requests to the store, and of those retried
   uint64_t remote_shards = 0, remote_bytes = 0;

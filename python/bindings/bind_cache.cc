@@ -70,6 +70,9 @@ py::dict StatsDict(const StreamingStats& s) {
   d["verified_shards"] = s.verified_shards;
   d["torn_shards"] = s.torn_shards;
   d["fetchers"] = s.fetchers;
+  d["fetchers_auto"] = s.fetchers_auto;
+  d["fetchers_most"] = s.fetchers_most;
+  d["fetchers_tried"] = s.fetchers_tried;
   d["fetcher_cpus"] = s.fetcher_cpus;
   d["requests"] = s.requests;
   d["retries"] = s.retries;

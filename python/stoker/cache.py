@@ -156,7 +156,7 @@ class StreamingDataset(NativeDataset):
     min_shards, waiting for them; wait_timeout= seconds gives up) or "full"
     (each epoch: every shard, streamed; needs the samples column in the index;
     shards kept in the cache while it has room, the rest read through
-    stream_buffers reused memory buffers, default shuffle_window + fetchers
+    stream_buffers reused memory buffers, default 2 * shuffle_window + fetchers
     within a quarter of the memory this process may use, each the size of the
     largest shard; MemoryError when a shuffle window of them would take more
     than half).

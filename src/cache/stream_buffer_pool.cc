@@ -23,10 +23,8 @@ Status StreamBufferPool::Configure(const StreamBufferSizing& sizing, bool needed
   const uint64_t unit = sizing.largest_shard >= (2 << 20) ? (2 << 20) : 4096;
   capacity_ = std::max<uint64_t>(unit, (sizing.largest_shard + unit - 1) / unit * unit);
   const Result<uint64_t> limit = MemoryLimitBytes();
-  const size_t least = size_t{sizing.window} + 1;
-  count_ = sizing.stream_buffers ? sizing.stream_buffers : size_t{sizing.window} + size_t{sizing.fetchers};
-  if (!sizing.stream_buffers && limit.ok())
-    count_ = std::max(least, std::min<size_t>(count_, limit.value() / 4 / capacity_));
+  limit_ = limit.ok() ? limit.value() : 0;
+  count_ = sizing.stream_buffers ? sizing.stream_buffers : ChosenCount();
   if (needed && limit.ok() && count_ * capacity_ > limit.value() / 2)
     return Status::ResourceExhausted(
         what + " streams the shards its cache has no room for through memory: " + std::to_string(count_) +
@@ -59,6 +57,17 @@ Status StreamBufferPool::Configure(const StreamBufferSizing& sizing, bool needed
   return Status::OK();
 }
 
+size_t StreamBufferPool::ChosenCount() const {
+  const size_t least = size_t{sizing_.window} + 1;
+  const size_t n = 2 * size_t{sizing_.window} + size_t{sizing_.fetchers};
+  return limit_ ? std::max(least, std::min<size_t>(n, limit_ / 4 / capacity_)) : n;
+}
+
+void StreamBufferPool::SetFetchers(uint32_t fetchers) {
+  sizing_.fetchers = fetchers;
+  if (!sizing_.stream_buffers && capacity_) count_ = ChosenCount();
+}
+
 Status StreamBufferPool::Add() {
   auto b = std::make_unique<StreamBuffer>();
   const std::string what = what_ + ": a stream buffer of " + std::to_string(capacity_) + " bytes (" +
@@ -77,16 +86,10 @@ Status StreamBufferPool::Add() {
 // windows of 4) can need more shards at once than there are buffers;
 // waiting for a release then waited forever, the fetchers' prefetches
 // holding the buffers the readers' shards needed: hence `take_back`.
-//
-// The reserve a prefetch leaves is what the readers' window still lacks,
-// not the whole window: a reserve of `window` buffers whatever the readers
-// held left a pool of window + 2 with no prefetch at all once a window was
-// in, and the readers then waited at every shard they moved on to.
-Result<StreamBuffer*> StreamBufferPool::Acquire(std::weak_ptr<const void> owner, bool speculative, size_t held,
+Result<StreamBuffer*> StreamBufferPool::Acquire(std::weak_ptr<const void> owner, bool speculative, size_t reserve,
                                                 const std::function<StreamBuffer*()>& take_back) {
   size_t free = count_ - std::min(count_, buffers_.size());
   for (const auto& b : buffers_) free += b->Free();
-  const size_t reserve = sizing_.window > held ? sizing_.window - held : 0;
   if (speculative && free <= reserve) return static_cast<StreamBuffer*>(nullptr);
   StreamBuffer* got = nullptr;
   if (free > 0) {

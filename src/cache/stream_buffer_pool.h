@@ -46,15 +46,23 @@ struct StreamBufferSizing {
 class StreamBufferPool {
  public:
   // Decides how many buffers and how large.  Default count: what is in
-  // use at once, the window being read and one per fetcher (in flight, or
-  // ready for the readers' next shard); but no more than a quarter of the
-  // memory this process may use, and never fewer than a window and one
-  // more.  Each buffer is new memory the kernel zeroes at its first touch:
-  // twice that many (the count before) cost a fresh process's first epoch
-  // a third more CPU per GB, for no speed (docs/benchmarks.md).  Where some shards are sure to stream
+  // use at once, two windows (at a window's end the readers finish it
+  // while they start the next, whose every shard the first batch of it
+  // needs) and one per fetcher in flight; but no more than a quarter of
+  // the memory this process may use, and never fewer than a window and one
+  // more.  Each buffer is new memory the kernel zeroes at its first touch
+  // (docs/benchmarks.md: a first touch costs here about what the epoch's
+  // copy into the batches does).  With one window and the fetchers only
+  // (6 of 64 MiB for the defaults, against 10 now), a prefetched shard was
+  // now and then taken back at a window's end and downloaded twice.  Where some shards are sure to stream
   // (`needed`), more than half that memory is ResourceExhausted here, not
   // the OOM killer in the middle of an epoch.  `what` names the dataset.
   Status Configure(const StreamBufferSizing& sizing, bool needed, const std::string& what);
+
+  // The fetchers now running (FetcherScaling started or retired one): a
+  // count chosen by Configure follows them, within the same memory bound;
+  // buffers past a lower count are unmapped as they come back.
+  void SetFetchers(uint32_t fetchers);
 
   // One more buffer.  Its pages are filled as the shard arrives (the
   // kernel zeroes each as it is first written, in the fetcher that writes
@@ -62,13 +70,13 @@ class StreamBufferPool {
   Status Add();
 
   // A free buffer for `owner`'s shard, or null.  A speculative fetch
-  // leaves free what the readers may still ask for to fill their window:
-  // `window` less the buffers they hold now (`held`).  A shard a
+  // leaves `reserve` buffers free (for the shards the readers will ask for
+  // first: the dataset knows its order).  A shard a
   // reader waits for always gets one: `take_back` gives up a prefetched
   // shard's buffer (or null), and where the readers hold every buffer one
   // more is made, unmapped again when it comes back (Return).  An error:
   // that buffer could not be made.
-  Result<StreamBuffer*> Acquire(std::weak_ptr<const void> owner, bool speculative, size_t held,
+  Result<StreamBuffer*> Acquire(std::weak_ptr<const void> owner, bool speculative, size_t reserve,
                                 const std::function<StreamBuffer*()>& take_back);
   // A buffer back to the pool; one made past the count is unmapped.
   void Return(StreamBuffer* b);
@@ -79,10 +87,12 @@ class StreamBufferPool {
   uint64_t bytes() const;                          // held now
 
  private:
+  size_t ChosenCount() const;  // Configure's default count for sizing_
   std::string what_;
   StreamBufferSizing sizing_;
   size_t count_ = 0;
   uint64_t capacity_ = 0;
+  uint64_t limit_ = 0;  // the memory this process may use (0: unknown)
   std::vector<std::unique_ptr<StreamBuffer>> buffers_;
 };
 

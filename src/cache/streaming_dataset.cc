@@ -72,8 +72,9 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   } else {
     m.tar_decls = o.tar_fields;
   }
-  auto open_store = [&o]() { return o.open_store ? o.open_store() : Store::Open(o.remote, o.store); };
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, open_store());
+  m.open_store = [&m]() { return m.o.open_store ? m.o.open_store() : Store::Open(m.o.remote, m.o.store); };
+  m.fetcher_cpu_set = fetcher_cpus;
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, m.open_store());
   if (o.shards.empty()) {
     Result<std::string> text = store->ReadAll(o.index);
     if (text.ok()) {
@@ -142,8 +143,10 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   MixShuffle(m.fetch_order.begin(), m.fetch_order.end(), Mix64(o.fetch_seed ^ 0x6a09e667f3bcc908ULL));
   std::vector<std::unique_ptr<Store>> stores;
   m.fetchers = o.fetchers ? o.fetchers : store->PreferredConnections();
+  if (!o.fetchers)  // from the store's preference, up to 4 times that (at most 32) where more help
+    m.scaling = std::make_unique<FetcherScaling>(m.fetchers, std::min(32u, 4 * m.fetchers));
   for (uint32_t i = 0; i < m.fetchers; ++i) {
-    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> s, open_store());
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> s, m.open_store());
     stores.push_back(std::move(s));
   }
   if (o.mode == StreamingMode::kFull) {
@@ -157,12 +160,7 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   }
   std::shared_ptr<StreamingDataset> d(new StreamingDataset(std::move(impl)));
   d->set_on_error(o.on_error);
-  for (auto& s : stores) {
-    std::thread& t = d->impl_->threads.emplace_back(
-        [m = d->impl_.get(), st = std::move(s)]() mutable { m->FetcherMain(std::move(st)); });
-    pthread_setname_np(t.native_handle(), "stoker-fetch");  // (top -H, py-spy, /proc/<pid>/task/*/comm)
-    if (fetcher_cpus) STOKER_RETURN_IF_ERROR(ConfineThread(t, *fetcher_cpus, what + ": fetcher_cpus"));
-  }
+  for (auto& s : stores) STOKER_RETURN_IF_ERROR(d->impl_->StartFetcher(std::move(s)));
   STOKER_RETURN_IF_ERROR(d->impl_->BeginEpoch(0));
   if (d->impl_->fields.empty()) {  // tar: the first shard says what the fields are
     std::shared_ptr<Epoch> ep = d->impl_->cur.load();
@@ -286,6 +284,9 @@ StreamingStats StreamingDataset::stats() const {
   s.verified_shards = m.cache->verified();
   s.torn_shards = m.cache->torn();
   s.fetchers = m.fetchers;
+  s.fetchers_auto = m.scaling != nullptr;
+  s.fetchers_most = m.scaling ? m.scaling->most() : m.fetchers;
+  s.fetchers_tried = m.scaling ? m.scaling->tries() : 0;
   s.fetcher_cpus = m.o.fetcher_cpus;
   s.requests = m.store_requests;
   s.retries = m.store_retries;

@@ -181,6 +181,7 @@ Result<StreamingDataset::Impl::Slot*> StreamingDataset::Impl::Ready(const std::s
     }
     if (stop) return Status::Cancelled(Describe() + " is closed");
     if (interrupts != gen) return Status::Cancelled("the loader stopped while waiting for shard " + shards[s.shard].name);
+    ++reader_waits;  // (FetcherScaling: the downloads are the bound)
     cv.wait(l);
   }
 }

@@ -2,11 +2,15 @@
 // fetcher takes the next job (NextJob: a shard a reader waits for, earliest
 // in the order first; then full mode's prefetch window; then, growing, the
 // next remote shard not cached), downloads it into the cache or a stream
-// buffer, and hands it to its slot.
+// buffer, and hands it to its slot.  Where the number is the dataset's to
+// choose, FetcherScaling starts and retires fetchers as they help.
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 
 #include "cache/streaming_impl.h"
+#include "core/cpu_affinity.h"
 #include "core/time_slice.h"
 #include "io/crc32c.h"
 
@@ -39,14 +43,18 @@ bool StreamingDataset::Impl::NextJob(Job* job) {
       *job = Job{ep, best, best->shard, false};
       return true;
     }
-    // kFull: the next shards in the order, `prefetch` ahead of the readers.
+    // kFull: the next shards in the order, `prefetch` ahead of the readers,
+    // from the start of the window the furthest read is in: its samples are
+    // read in a shuffled order, so a reader may have come to its last shard
+    // before its first (a prefetch past that first shard then took the
+    // buffer the first one needed, and was taken back and fetched twice).
     if (o.mode == StreamingMode::kFull && ep->frontier.load() >= 0) {
       const int64_t f = ep->frontier.load();
       const uint32_t places = ep->seq.empty() ? static_cast<uint32_t>(ep->slots.size()) : static_cast<uint32_t>(ep->seq.size());
       int64_t last = f + static_cast<int64_t>(o.prefetch);
       if (!FirstWindowInLocked(*ep, places))
         last = std::min<int64_t>(last, static_cast<int64_t>(o.shuffle_window) - 1);
-      for (int64_t k = f; k <= last && k < places; ++k) {
+      for (int64_t k = f - f % o.shuffle_window; k <= last && k < places; ++k) {
         Slot& s = *ep->slots[ep->seq.empty() ? k : ep->seq[k]];
         if (s.state.load() == kWaiting) {
           *job = Job{ep, &s, s.shard, true};
@@ -110,6 +118,13 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
   std::unique_lock<std::mutex> l(mu);
   double backoff = 0, full_wait = 0;
   while (!stop) {
+    if (retire > 0) {  // FetcherScaling gave a connection back: this one
+      --retire;
+      --fetchers;
+      buffers.SetFetchers(fetchers);
+      if (scaling) scaling->Running(fetchers);
+      return;
+    }
     if (o.mode == StreamingMode::kGrowing && !known_cached_busy && MonotonicNanos() * 1e-9 >= known_cached_next) {
       RefreshKnownCachedLocked(l);
       continue;
@@ -135,7 +150,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
       l.unlock();
       const bool room = cache->HasRoomFor(info);  // (max_bytes and the disk)
       l.lock();
-      if (!room && !(buf = AcquireBufferLocked(job.ep, job.speculative))) {
+      if (!room && !(buf = AcquireBufferLocked(job.ep, job.slot, job.speculative))) {
         in_flight[job.shard] = false;
         job.slot->state = kWaiting;  // unclaimed (its readers wait on either state alike)
         cv.wait_for(l, std::chrono::milliseconds(200));  // the readers hold them all: wait for a release
@@ -183,6 +198,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
         fresh.emplace(job.shard, std::move(pin).value());
       }
       cv.notify_all();
+      if (scaling && !cached) ScaleFetchersLocked(l);  // (the shard handed over first: mu may be let go)
       continue;
     }
     const Status& err = pin.status();
@@ -224,10 +240,70 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
   }
 }
 
-StreamBuffer* StreamingDataset::Impl::AcquireBufferLocked(const std::shared_ptr<Epoch>& ep, bool speculative) {
-  size_t held = 0;  // buffers the readers have come for
-  for (const auto& s : ep->slots) held += s->mem && s->touched;
-  Result<StreamBuffer*> got = buffers.Acquire(ep, speculative, held, [this] { return TakeBackBufferLocked(); });
+Status StreamingDataset::Impl::StartFetcher(std::unique_ptr<Store> store) {
+  std::thread& t = threads.emplace_back([this, st = std::move(store)]() mutable { FetcherMain(std::move(st)); });
+  pthread_setname_np(t.native_handle(), "stoker-fetch");  // (top -H, py-spy, /proc/<pid>/task/*/comm)
+  if (fetcher_cpu_set) return ConfineThread(t, *fetcher_cpu_set, Describe() + ": fetcher_cpus");
+  return Status::OK();
+}
+
+void StreamingDataset::Impl::ScaleFetchersLocked(std::unique_lock<std::mutex>& l) {
+  const double now = MonotonicNanos() * 1e-9;
+  const double busy = busy_s + (downloading ? now - busy_since : 0);
+  const int step = scaling->Observe(busy, cache->bytes_downloaded() + stream_bytes, reader_waits);
+  if (step < 0) {
+    ++retire;  // the next fetcher to look for a job stops
+    cv.notify_all();
+    return;
+  }
+  if (step == 0) return;
+  // One more connection, opened outside mu (the readers take it).
+  l.unlock();
+  Result<std::unique_ptr<Store>> store = open_store();
+  l.lock();
+  if (stop) return;
+  if (!store.ok()) {  // (the connections running go on)
+    last_error = "a fetcher more could not open the store: " + store.status().message();
+    scaling->Running(fetchers);
+    return;
+  }
+  Status st = StartFetcher(std::move(store).value());
+  ++fetchers;  // (running, even if confining it failed)
+  scaling->Running(fetchers);
+  buffers.SetFetchers(fetchers);
+  if (!st.ok()) last_error = st.message();
+  cv.notify_all();
+}
+
+StreamBuffer* StreamingDataset::Impl::AcquireBufferLocked(const std::shared_ptr<Epoch>& ep, const Slot* slot,
+                                                          bool speculative) {
+  // What a prefetch must leave free: what the readers' window still lacks
+  // (the window less the buffers they hold), and at least a buffer for
+  // each shard the order reads before this one, from the start of the
+  // furthest read's window, that has none yet.  Fetchers claim shards in
+  // order but get their buffers in whatever order they come back to the
+  // lock: a later shard's prefetch took the buffer an earlier one needed,
+  // which a reader then asked for, and the later one was taken back and
+  // fetched twice.
+  size_t reserve = 0;
+  if (speculative) {
+    size_t held = 0, before = 0;
+    const int64_t f = std::max<int64_t>(0, ep->frontier.load());
+    const int64_t from = f - f % o.shuffle_window;
+    int64_t mine = -1;  // this shard's place
+    for (size_t p = 0; p < ep->slots.size() && mine < 0; ++p)
+      if (ep->slots[p].get() == slot) mine = ep->PlaceOf(static_cast<uint32_t>(p));
+    for (size_t p = 0; p < ep->slots.size(); ++p) {
+      const Slot& s = *ep->slots[p];
+      held += s.mem && s.touched;
+      const int64_t place = ep->PlaceOf(static_cast<uint32_t>(p));
+      const int st = s.state.load();
+      if (&s != slot && place >= from && place < mine && !s.mem && (st == kWaiting || st == kFetching)) ++before;
+    }
+    reserve = std::max<size_t>(o.shuffle_window > held ? o.shuffle_window - held : 0, before);
+  }
+  Result<StreamBuffer*> got =
+      buffers.Acquire(ep, speculative, reserve, [this, slot] { return TakeBackBufferLocked(slot); });
   if (got.ok()) return got.value();
   ++fetch_errors;  // seen in stats(); the fetcher waits for a buffer to come free
   last_error = got.status().message();
@@ -235,20 +311,24 @@ StreamBuffer* StreamingDataset::Impl::AcquireBufferLocked(const std::shared_ptr<
 }
 
 // Under mu: the buffer of the current epoch's prefetched shard that the
-// order reads last, of those no reader has come for; that shard waits to
-// be fetched again.  Null if there is none.
-StreamBuffer* StreamingDataset::Impl::TakeBackBufferLocked() {
+// order reads last, of those no reader has come for, if the order reads it
+// after `for_slot`'s shard; that shard waits to be fetched again.  Null if
+// there is none: one read before it would only be fetched again at once
+// (then the pool makes one buffer more for the while: Acquire).
+StreamBuffer* StreamingDataset::Impl::TakeBackBufferLocked(const Slot* for_slot) {
   std::shared_ptr<Epoch> ep = cur.load();
   if (!ep) return nullptr;
   Slot* best = nullptr;
   uint32_t best_place = 0;
+  int64_t for_place = -1;  // (-1: not this epoch's: any)
   for (size_t p = 0; p < ep->slots.size(); ++p) {
     Slot& s = *ep->slots[p];
-    if (!s.mem || s.touched || s.demanded || s.state.load() != kPinned) continue;
     const uint32_t place = ep->seq_of.empty() ? static_cast<uint32_t>(p) : ep->seq_of[p];
+    if (&s == for_slot) for_place = place;
+    if (!s.mem || s.touched || s.demanded || s.state.load() != kPinned) continue;
     if (!best || place > best_place) best = &s, best_place = place;
   }
-  if (!best) return nullptr;
+  if (!best || static_cast<int64_t>(best_place) <= for_place) return nullptr;
   StreamBuffer* b = best->mem;
   best->mem = nullptr;
   best->state = kWaiting;

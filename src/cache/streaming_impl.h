@@ -5,23 +5,28 @@
 //   streaming_fetchers.cc  the download threads and what they fetch next
 //   stream_buffer_pool.cc  full mode's memory for shards the cache has no
 //                          room for
+//   fetcher_scaling.cc     how many fetchers, when the number is left to it
 // Locking: `mu` guards the slots' states, the job queues, the fresh pins and
 // the buffer pool; a slot's open_mu serialises opening it.
 #ifndef STOKER_CACHE_STREAMING_IMPL_H_
 #define STOKER_CACHE_STREAMING_IMPL_H_
 
+#include <sched.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cache/fetcher_scaling.h"
 #include "cache/shard_cache.h"
 #include "cache/shard_epoch.h"
 #include "cache/stream_buffer_pool.h"
@@ -43,7 +48,12 @@ struct StreamingDataset::Impl {
   std::map<std::string, uint32_t> by_name;
   std::vector<FieldSpec> fields;
   std::vector<TarFieldDecl> tar_decls;
-  uint32_t fetchers = 0;  // running (StreamingOptions::fetchers, or the store's preference)
+  uint32_t fetchers = 0;  // running (StreamingOptions::fetchers, or as FetcherScaling chose)
+  std::function<Result<std::unique_ptr<Store>>()> open_store;  // a connection for each fetcher
+  std::optional<cpu_set_t> fetcher_cpu_set;                   // StreamingOptions::fetcher_cpus
+  std::unique_ptr<FetcherScaling> scaling;  // fetchers = 0: the number is the dataset's to choose (under mu)
+  uint32_t retire = 0;                      // fetchers to stop (FetcherScaling gave one back)
+  uint64_t reader_waits = 0;                // times a reader waited for a shard not there yet
   uint64_t max_shard = 0, remote_bytes = 0;
   pid_t owner = getpid();
 
@@ -141,9 +151,15 @@ struct StreamingDataset::Impl {
   bool FirstWindowInLocked(Epoch& ep, uint32_t places) const;
   void RefreshKnownCachedLocked(std::unique_lock<std::mutex>& l);
   void FetcherMain(std::unique_ptr<Store> store);
-  // Under mu: a stream buffer for `ep`'s shard, or null (counted in stats).
-  StreamBuffer* AcquireBufferLocked(const std::shared_ptr<Epoch>& ep, bool speculative);
-  StreamBuffer* TakeBackBufferLocked();
+  // A fetcher thread on `store` (confined to fetcher_cpus); under mu, or
+  // before the dataset is shared.
+  Status StartFetcher(std::unique_ptr<Store> store);
+  // Under mu (released meanwhile): after a download, FetcherScaling's
+  // verdict carried out (a fetcher more, or one to retire).
+  void ScaleFetchersLocked(std::unique_lock<std::mutex>& l);
+  // Under mu: a stream buffer for `ep`'s shard in `slot`, or null (counted in stats).
+  StreamBuffer* AcquireBufferLocked(const std::shared_ptr<Epoch>& ep, const Slot* slot, bool speculative);
+  StreamBuffer* TakeBackBufferLocked(const Slot* for_slot);
   Status ReadIntoBuffer(Store& store, const ShardInfo& info, StreamBuffer* buf);
 };
 

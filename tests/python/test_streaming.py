@@ -319,9 +319,9 @@ def test_full_mode_every_sample_once_per_epoch_through_a_small_cache(server, www
     # rest streams through memory buffers; nothing is evicted.
     assert st["evictions"] == 0 and st["fraction_seen"] == 1.0 and st["hits"] >= 4
     assert st["streamed"] >= 2 * (N_SHARDS - 5) and st["downloads"] == st["streamed"] + st["cached_shards"]
-    # shuffle_window + fetchers buffers by default, in whole pages.
-    assert st["stream_buffers"] == 2 + 2
-    assert 0 < st["stream_buffer_bytes"] <= (2 + 2) * (shard_size(www) + 4095)
+    # 2 * shuffle_window + fetchers buffers by default, in whole pages.
+    assert st["stream_buffers"] == 2 * 2 + 2
+    assert 0 < st["stream_buffer_bytes"] <= (2 * 2 + 2) * (shard_size(www) + 4095)
     assert mon.peak <= max_bytes
     assert mapped_shards(local) == set(), "shards a smaller cache may evict are not held between epochs"
     # Shard by shard: each stretch of 2 shards' samples (a shuffle window) is 2 shards, mixed.
@@ -521,10 +521,9 @@ def test_full_mode_prefetches_as_soon_as_the_epochs_order_is_known(server, tmp_p
     """The fetchers start on an epoch's first shards when the sampler orders
     it (iter() of a loader), before any reader asks: the first shuffle window
     alone until it is in (the first batch needs all of it), then on to
-    `prefetch` shards ahead (as far as the buffers go: a prefetch leaves the
-    window free for the readers, so 4 shards ahead take 6 buffers)."""
+    `prefetch` shards ahead."""
     ds = StreamingDataset(server.url + "/slow", str(tmp_path / "cache"), max_bytes=0, mode="full",
-                          features=FEATURES, shuffle_window=2, prefetch=3, fetchers=3, stream_buffers=6)
+                          features=FEATURES, shuffle_window=2, prefetch=3, fetchers=3)
     order = iter(ds.sampler(shuffle=True, seed=3))
     next(order)  # begins and orders epoch 0; nothing is read
     most_at_first = 0  # shards in flight before the first window is in (0.13 s each at 400 KB/s)
@@ -541,6 +540,55 @@ def test_full_mode_prefetches_as_soon_as_the_epochs_order_is_known(server, tmp_p
     assert most_at_first == 2, most_at_first  # the window's two shards at once
     assert st["downloads"] == 4 and st["shards_in_flight"] == 0, st  # places 0..3 of the order, no further
     ds.close()
+
+
+def test_full_mode_downloads_each_shard_once_with_the_default_buffers(server, tmp_path):
+    """At a shuffle window's end the readers finish it while they start the
+    next, all of whose shards its first batch needs: the default buffers
+    (2 * shuffle_window + fetchers) hold both, so no prefetched shard is
+    taken back for a reader's and downloaded twice.  (With one window and
+    the fetchers only, 1 fresh dataset in 5 here downloaded a shard twice.)"""
+    for rep in range(10):
+        ds = StreamingDataset(server.url, str(tmp_path / f"c{rep}"), max_bytes=0, mode="full", features=FEATURES,
+                              shuffle_window=2)
+        loader = stoker.DataLoader(ds, batch_size=16, shuffle=True, num_workers=2, seed=rep)
+        assert sorted(epoch_ys(loader)) == list(range(N_SHARDS * PER_SHARD))
+        st = ds.stats()
+        assert st["downloads"] == N_SHARDS and st["prefetches_dropped"] == 0, (rep, st)
+        ds.close()
+
+
+def test_fetchers_left_to_the_dataset_grow_while_each_connection_adds(server, tmp_path):
+    """fetchers=None: the dataset starts at the store's preference (2 for
+    HTTP) and adds a connection while the readers wait for shards and each
+    one added raises the download rate by a tenth (FetcherScaling).  Here
+    nginx holds each connection to 400 KB/s (/slow/), so more connections are
+    faster: more than 2 run within a few epochs, and every sample still comes
+    once an epoch.  Given as a number, the fetchers stay as many."""
+    ds = StreamingDataset(server.url + "/slow", str(tmp_path / "auto"), max_bytes=0, mode="full",
+                          features=FEATURES, shuffle_window=2, prefetch=8)
+    loader = stoker.DataLoader(ds, batch_size=25, shuffle=True, num_workers=2)
+    most, epoch, deadline = 2, 0, time.monotonic() + 90
+    while most <= 2 and time.monotonic() < deadline:
+        loader.set_epoch(epoch)
+        assert sorted(epoch_ys(loader)) == list(range(N_SHARDS * PER_SHARD))
+        most = max(most, ds.stats()["fetchers"])
+        epoch += 1
+    st = ds.stats()
+    assert most > 2, st
+    assert st["fetchers_auto"] and st["fetchers_most"] == 8 and st["fetchers_tried"] >= 1, st
+    assert st["stream_buffers"] == 2 * 2 + st["fetchers"], st  # the buffers follow the fetchers
+    ds.close()
+    fixed = StreamingDataset(server.url + "/slow", str(tmp_path / "fixed"), max_bytes=0, mode="full",
+                             features=FEATURES, shuffle_window=2, prefetch=8, fetchers=2)
+    loader = stoker.DataLoader(fixed, batch_size=25, shuffle=True, num_workers=2)
+    for e in range(min(epoch, 3)):
+        loader.set_epoch(e)
+        assert sorted(epoch_ys(loader)) == list(range(N_SHARDS * PER_SHARD))
+    st = fixed.stats()
+    assert st["fetchers"] == 2 and not st["fetchers_auto"] and st["fetchers_most"] == 2, st
+    assert st["fetchers_tried"] == 0, st
+    fixed.close()
 
 
 def test_full_mode_without_memory_for_its_buffers_fails_at_open(server, tmp_path):

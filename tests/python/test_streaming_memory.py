@@ -2,7 +2,7 @@
 
 Full mode streams the shards its cache has no room for through memory
 buffers the size of the largest shard, made as the fetchers need them.
-With large shards the default count (shuffle_window + fetchers) can be
+With large shards the default count (2 * shuffle_window + fetchers) can be
 more memory than the process has: under a cgroup limit, allocating them took
 the OOM killer.  Here a process in a 640 MiB memory cgroup opens a dataset of
 48 MiB shards with no cache: the default count shrinks to fit a quarter of
@@ -73,7 +73,7 @@ def test_default_stream_buffers_fit_a_quarter_of_the_memory_limit(remote, tmp_pa
     out = run_limited(remote, str(tmp_path / "cache"), 4)
     each = PER_SHARD * (RECORD * 4 + 16 + 64) // (2 << 20) * (2 << 20)  # whole huge pages
     assert out.get("error") is None, out
-    # 4 + 2 = 6 buffers would be 288 MiB of 640; a quarter of the limit
+    # 2 * 4 + 2 = 10 buffers would be 480 MiB of 640; a quarter of the limit
     # holds 3, and a shuffle window and one more is 5.  None is made before
     # the fetchers need one.
     assert out["stats"]["stream_buffers"] == 5, out["stats"]

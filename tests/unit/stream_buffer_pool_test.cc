@@ -13,7 +13,7 @@ TEST(StreamBufferPool, SizedFromTheLargestShardAndTheWindow) {
   StreamBufferPool p;
   ASSERT_TRUE(p.Configure({3 << 20, 0, 4, 2}, true, "test").ok());
   EXPECT_EQ(p.capacity(), 4u << 20);  // whole huge pages
-  EXPECT_EQ(p.count(), 4u + 2);  // the window and one per fetcher
+  EXPECT_EQ(p.count(), 2u * 4 + 2);  // two windows and one per fetcher
   EXPECT_EQ(p.made(), 0u);  // made as the fetchers need them
   StreamBufferPool small;
   ASSERT_TRUE(small.Configure({100, 6, 4, 2}, true, "test").ok());
@@ -31,9 +31,9 @@ TEST(StreamBufferPool, SpeculativeFetchesLeaveAWindowAndReadersAlwaysGetOne) {
   ASSERT_TRUE(p.Configure({4096, 3, 2, 1}, false, "test").ok());
   auto epoch = std::make_shared<int>(0);
   auto none = [] { return static_cast<StreamBuffer*>(nullptr); };
-  StreamBuffer* a = p.Acquire(epoch, true, 0, none).value();
+  StreamBuffer* a = p.Acquire(epoch, true, 2, none).value();  // (reserve: the window)
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(p.Acquire(epoch, true, 0, none).value(), nullptr);  // 2 left = the window: kept for readers
+  EXPECT_EQ(p.Acquire(epoch, true, 2, none).value(), nullptr);  // 2 left = the window: kept for readers
   StreamBuffer* b = p.Acquire(epoch, false, 0, none).value();
   StreamBuffer* c = p.Acquire(epoch, false, 0, none).value();
   ASSERT_NE(b, nullptr);
@@ -51,22 +51,18 @@ TEST(StreamBufferPool, SpeculativeFetchesLeaveAWindowAndReadersAlwaysGetOne) {
   EXPECT_EQ(p.bytes(), 3u * 4096);
 }
 
-TEST(StreamBufferPool, ThePrefetchReserveIsWhatTheReadersWindowStillLacks) {
+TEST(StreamBufferPool, ASpeculativeFetchLeavesItsReserveFree) {
   StreamBufferPool p;
-  ASSERT_TRUE(p.Configure({4096, 4, 2, 1}, false, "test").ok());  // window 2, 4 buffers
+  ASSERT_TRUE(p.Configure({4096, 4, 2, 1}, false, "test").ok());  // 4 buffers
   auto epoch = std::make_shared<int>(0);
   auto none = [] { return static_cast<StreamBuffer*>(nullptr); };
-  // The readers hold none yet: a prefetch leaves 2 free.
-  ASSERT_NE(p.Acquire(epoch, true, 0, none).value(), nullptr);
-  ASSERT_NE(p.Acquire(epoch, true, 0, none).value(), nullptr);
-  EXPECT_EQ(p.Acquire(epoch, true, 0, none).value(), nullptr);
-  // They have come for one of those two: one more may be prefetched, and
-  // the last stays free for the other shard of their window.
-  ASSERT_NE(p.Acquire(epoch, true, 1, none).value(), nullptr);
-  EXPECT_EQ(p.Acquire(epoch, true, 1, none).value(), nullptr);
-  // They hold their whole window: the last buffer may be prefetched into.
   ASSERT_NE(p.Acquire(epoch, true, 2, none).value(), nullptr);
-  EXPECT_EQ(p.Acquire(epoch, true, 2, none).value(), nullptr);  // none left
+  ASSERT_NE(p.Acquire(epoch, true, 2, none).value(), nullptr);
+  EXPECT_EQ(p.Acquire(epoch, true, 2, none).value(), nullptr);  // 2 free: the reserve
+  ASSERT_NE(p.Acquire(epoch, true, 1, none).value(), nullptr);   // a smaller reserve: one more
+  EXPECT_EQ(p.Acquire(epoch, true, 1, none).value(), nullptr);
+  ASSERT_NE(p.Acquire(epoch, true, 0, none).value(), nullptr);   // none: the last one
+  EXPECT_EQ(p.Acquire(epoch, true, 0, none).value(), nullptr);   // none left
   EXPECT_EQ(p.made(), 4u);
 }
 

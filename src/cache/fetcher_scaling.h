@@ -1,0 +1,58 @@
+// FetcherScaling: how many download threads (connections) a StreamingDataset
+// runs when the number is left to it (StreamingOptions::fetchers = 0).
+//
+// It starts at the store's preference (Store::PreferredConnections) and
+// tries one more connection whenever the readers waited for a shard during
+// a measured interval: the downloads are the bound.  It keeps the new
+// connection if the aggregate download rate rose by kGain over the
+// interval before; otherwise it gives that one back and does not try again
+// for kHoldOffIntervals.  A store that limits each connection (object
+// stores do: tens of MB/s each) gets as many as help, up to `most`; a
+// server whose own CPU is the bound (nginx on this machine) stays where it
+// started.  The rate is bytes over the time downloads were in flight, so
+// fetchers idle because the readers are ahead do not look slow.
+//
+// Pure policy: the dataset feeds it counters and starts or retires threads.
+#ifndef STOKER_CACHE_FETCHER_SCALING_H_
+#define STOKER_CACHE_FETCHER_SCALING_H_
+
+#include <cstdint>
+
+namespace stoker {
+
+class FetcherScaling {
+ public:
+  static constexpr double kIntervalS = 1.0;     // of download time, at least, per measurement
+  static constexpr double kGain = 0.10;         // a connection more must add this much of the rate
+  static constexpr uint32_t kHoldOffIntervals = 30;
+
+  // `start` fetchers run; never more than `most`.
+  FetcherScaling(uint32_t start, uint32_t most);
+
+  // After each download: `busy_s`, the seconds so far with a download in
+  // flight; `bytes`, downloaded so far; `waits`, the times so far a reader
+  // waited for a shard not yet there.  Returns +1 (start one more fetcher),
+  // -1 (retire one) or 0.  The dataset reports a fetcher it started or
+  // retired through Running() before the next call.
+  int Observe(double busy_s, uint64_t bytes, uint64_t waits);
+
+  void Running(uint32_t n) { running_ = n; }
+  uint32_t running() const { return running_; }
+  uint32_t most() const { return most_; }
+  uint64_t tries() const { return tries_; }  // connections tried
+  uint64_t kept() const { return kept_; }    // of those, kept
+
+ private:
+  uint32_t running_, most_;
+  bool trying_ = false;  // the interval now measures the connection just added
+  double base_rate_ = 0;
+  uint32_t hold_off_ = 0;
+  uint32_t downloads_ = 0;  // in this interval
+  double busy0_ = 0;
+  uint64_t bytes0_ = 0, waits0_ = 0;
+  uint64_t tries_ = 0, kept_ = 0;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_CACHE_FETCHER_SCALING_H_

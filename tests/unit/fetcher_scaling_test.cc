@@ -1,0 +1,91 @@
+// cache/fetcher_scaling: how many connections a StreamingDataset runs when
+// the number is left to it.
+#include "cache/fetcher_scaling.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+namespace stoker {
+namespace {
+
+// Feeds a FetcherScaling downloads of `shard` bytes, as the dataset does:
+// `per_connection` bytes/s on each of `running` connections up to a server
+// limit of `server` bytes/s in all; the readers wait (or not).  Returns the
+// steps it asked for, applied.
+struct Sim {
+  FetcherScaling f;
+  double busy = 0;
+  uint64_t bytes = 0, waits = 0;
+  explicit Sim(uint32_t start, uint32_t most) : f(start, most) {}
+  int Download(double per_connection, double server, bool readers_wait, uint64_t shard = 8 << 20) {
+    const double rate = std::min(per_connection * f.running(), server);
+    busy += static_cast<double>(shard) / rate;
+    bytes += shard;
+    waits += readers_wait;
+    const int step = f.Observe(busy, bytes, waits);
+    f.Running(f.running() + step);
+    return step;
+  }
+};
+
+TEST(FetcherScaling, GrowsWhileEachConnectionMoreAddsToTheRate) {
+  // 50 MB/s per connection (an object store), no server limit: it grows to `most`.
+  Sim s(2, 8);
+  for (int i = 0; i < 2000 && s.f.running() < 8; ++i) s.Download(50e6, 1e12, true);
+  EXPECT_EQ(s.f.running(), 8u);
+  EXPECT_EQ(s.f.tries(), 6u);
+  for (int i = 0; i < 500; ++i) EXPECT_EQ(s.Download(50e6, 1e12, true), 0);  // never past `most`
+  EXPECT_EQ(s.f.running(), 8u);
+  EXPECT_EQ(s.f.kept(), 6u);  // (the eighth judged after the loop above)
+}
+
+TEST(FetcherScaling, GivesBackAConnectionThatAddsNothing) {
+  // The server's 2.6 GB/s is reached with 2: a third is tried, gains
+  // nothing, is given back, and none is tried again for the hold-off.
+  Sim s(2, 8);
+  int grew = 0, shrank = 0, i = 0;
+  for (; i < 2000 && shrank == 0; ++i) {
+    const int step = s.Download(1.5e9, 2.6e9, true);
+    grew += step > 0;
+    shrank += step < 0;
+  }
+  EXPECT_EQ(grew, 1);
+  EXPECT_EQ(shrank, 1);
+  EXPECT_EQ(s.f.running(), 2u);
+  EXPECT_EQ(s.f.kept(), 0u);
+  // 30 intervals of holding off: about 30 s of downloads at 2.6 GB/s.
+  const double held_from = s.busy;
+  for (int k = 0; k < 20000; ++k) {
+    if (s.Download(1.5e9, 2.6e9, true) > 0) break;
+  }
+  EXPECT_GE(s.busy - held_from, FetcherScaling::kHoldOffIntervals * FetcherScaling::kIntervalS);
+  EXPECT_EQ(s.f.running(), 3u);  // then it looks again
+}
+
+TEST(FetcherScaling, NeverGrowsWhileTheReadersDoNotWait) {
+  Sim s(2, 8);
+  for (int i = 0; i < 2000; ++i) EXPECT_EQ(s.Download(50e6, 1e12, false), 0);
+  EXPECT_EQ(s.f.running(), 2u);
+  EXPECT_EQ(s.f.tries(), 0u);
+}
+
+TEST(FetcherScaling, AnIntervalIsASecondOfDownloadsAndOnePerFetcher) {
+  FetcherScaling f(4, 8);
+  // Three downloads over 5 s: fewer than one per fetcher, no decision yet.
+  EXPECT_EQ(f.Observe(2.0, 100, 1), 0);
+  EXPECT_EQ(f.Observe(4.0, 200, 2), 0);
+  EXPECT_EQ(f.Observe(5.0, 300, 3), 0);
+  EXPECT_EQ(f.Observe(5.5, 400, 4), 1);  // the fourth: readers waited, so one more
+  // Half a second more of downloads is not an interval, however many.
+  f.Running(5);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(f.Observe(5.5 + 0.05 * (i + 1), 500 + 100 * i, 5), 0);
+}
+
+TEST(FetcherScaling, MostIsAtLeastTheStart) {
+  FetcherScaling f(6, 2);
+  EXPECT_EQ(f.most(), 6u);
+}
+
+}  // namespace
+}  // namespace stoker
