@@ -75,8 +75,8 @@ struct StreamingOptions {
                                         // each adds 10% to the rate, up to 4x that: FetcherScaling)
   std::vector<int> fetcher_cpus;        // the CPUs the fetchers may run on (each one this process
                                         // may use); empty: wherever the scheduler puts them
-  uint32_t prefetch = 4;                // kFull: shards fetched ahead of the readers (through memory:
-                                        // as far as the stream buffers the window leaves go)
+  uint32_t prefetch = 4;                // kFull: shards fetched ahead of the readers, and at least one
+                                        // per fetcher (through memory: as far as the buffers go)
   uint32_t stream_buffers = 0;          // kFull: memory buffers for shards the cache has no room for
                                         // (each as large as the largest shard); 0: 2 * shuffle_window +
                                         // fetchers within a quarter of the memory limit, at least

@@ -160,8 +160,10 @@ class StreamingDataset(NativeDataset):
     within a quarter of the memory this process may use, each the size of the
     largest shard; MemoryError when a shuffle window of them would take more
     than half).
-    fetchers: download threads, each with its own connection (None: chosen
-    for the store, 2, or 8 on AWS S3; stats() says how many run); fetcher_cpus
+    fetchers: download threads, each with its own connection (None: from
+    the store's preference, 2, or 8 on AWS S3, one more at a time while the
+    readers wait for shards and each adds a tenth to the download rate, up to
+    4x that; stats() says how many run); fetcher_cpus
     (CPU numbers, each one this process may run on) confines them to those
     CPUs, e.g. to keep them off the cores the training step uses, or off the
     core a store's server on the same machine needs (docs/streaming.md).

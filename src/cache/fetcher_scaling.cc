@@ -7,15 +7,15 @@ namespace stoker {
 
 FetcherScaling::FetcherScaling(uint32_t start, uint32_t most) : running_(start), most_(std::max(start, most)) {}
 
-int FetcherScaling::Observe(double busy_s, uint64_t bytes, uint64_t waits) {
+int FetcherScaling::Observe(double busy_s, double download_s, uint64_t bytes, uint64_t waits) {
   ++downloads_;
   // An interval: kIntervalS of download time, and a download per fetcher
   // at least (a rate from one large shard's end says little).
-  const double span = busy_s - busy0_;
-  if (span < kIntervalS || downloads_ < running_) return 0;
-  const double rate = static_cast<double>(bytes - bytes0_) / span;
+  if (busy_s - busy0_ < kIntervalS || downloads_ < running_ || download_s <= download0_) return 0;
+  const double rate = static_cast<double>(bytes - bytes0_) / (download_s - download0_) * running_;
   const bool waited = waits > waits0_;
   busy0_ = busy_s;
+  download0_ = download_s;
   bytes0_ = bytes;
   waits0_ = waits;
   downloads_ = 0;

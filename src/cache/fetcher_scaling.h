@@ -4,13 +4,19 @@
 // It starts at the store's preference (Store::PreferredConnections) and
 // tries one more connection whenever the readers waited for a shard during
 // a measured interval: the downloads are the bound.  It keeps the new
-// connection if the aggregate download rate rose by kGain over the
-// interval before; otherwise it gives that one back and does not try again
-// for kHoldOffIntervals.  A store that limits each connection (object
-// stores do: tens of MB/s each) gets as many as help, up to `most`; a
-// server whose own CPU is the bound (nginx on this machine) stays where it
-// started.  The rate is bytes over the time downloads were in flight, so
-// fetchers idle because the readers are ahead do not look slow.
+// connection if the rate the connections can carry together rose by kGain
+// over the interval before; otherwise it gives that one back and does not
+// try again for kHoldOffIntervals.  A store that limits each connection
+// (object stores do: tens of MB/s each) gets as many as help, up to
+// `most`; a server whose own CPU is the bound (nginx on this machine)
+// stays where it started.
+//
+// That rate is each connection's (bytes over the seconds its downloads
+// took, all connections together) times the connections running: a
+// connection more that only shares the same bound lowers each one's rate
+// as much as it adds one.  (Bytes over wall time judged the connection by
+// whatever else the interval held: an epoch's end, with one download left
+// in flight and the rest idle, read as a connection that did not help.)
 //
 // Pure policy: the dataset feeds it counters and starts or retires threads.
 #ifndef STOKER_CACHE_FETCHER_SCALING_H_
@@ -30,11 +36,12 @@ class FetcherScaling {
   FetcherScaling(uint32_t start, uint32_t most);
 
   // After each download: `busy_s`, the seconds so far with a download in
-  // flight; `bytes`, downloaded so far; `waits`, the times so far a reader
-  // waited for a shard not yet there.  Returns +1 (start one more fetcher),
-  // -1 (retire one) or 0.  The dataset reports a fetcher it started or
-  // retired through Running() before the next call.
-  int Observe(double busy_s, uint64_t bytes, uint64_t waits);
+  // flight; `download_s`, the seconds so far of all downloads added up
+  // (two at once for a second: 2); `bytes`, downloaded so far; `waits`, the
+  // times so far a reader waited for a shard not yet there.  Returns +1
+  // (start one more fetcher), -1 (retire one) or 0.  The dataset reports a
+  // fetcher it started or retired through Running() before the next call.
+  int Observe(double busy_s, double download_s, uint64_t bytes, uint64_t waits);
 
   void Running(uint32_t n) { running_ = n; }
   uint32_t running() const { return running_; }
@@ -48,7 +55,7 @@ class FetcherScaling {
   double base_rate_ = 0;
   uint32_t hold_off_ = 0;
   uint32_t downloads_ = 0;  // in this interval
-  double busy0_ = 0;
+  double busy0_ = 0, download0_ = 0;
   uint64_t bytes0_ = 0, waits0_ = 0;
   uint64_t tries_ = 0, kept_ = 0;
 };

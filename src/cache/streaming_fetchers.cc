@@ -51,7 +51,9 @@ bool StreamingDataset::Impl::NextJob(Job* job) {
     if (o.mode == StreamingMode::kFull && ep->frontier.load() >= 0) {
       const int64_t f = ep->frontier.load();
       const uint32_t places = ep->seq.empty() ? static_cast<uint32_t>(ep->slots.size()) : static_cast<uint32_t>(ep->seq.size());
-      int64_t last = f + static_cast<int64_t>(o.prefetch);
+      // (At least a shard ahead per fetcher: connections FetcherScaling added
+      // for a store that limits each one would otherwise find nothing to do.)
+      int64_t last = f + static_cast<int64_t>(std::max(o.prefetch, fetchers));
       if (!FirstWindowInLocked(*ep, places))
         last = std::min<int64_t>(last, static_cast<int64_t>(o.shuffle_window) - 1);
       for (int64_t k = f - f % o.shuffle_window; k <= last && k < places; ++k) {
@@ -160,6 +162,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
     if (!cached && ++downloading == 1) busy_since = MonotonicNanos() * 1e-9;
     if (!cached) bytes_in_flight += info.size;
     const uint64_t requests0 = store->requests(), retries0 = store->retries();
+    const double started = MonotonicNanos() * 1e-9;
     l.unlock();
     Result<ShardCache::Pin> pin = Status::OK();
     Status streamed_st;
@@ -183,6 +186,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
     }
     in_flight[job.shard] = false;
     if (!cached) {
+      download_s += MonotonicNanos() * 1e-9 - started;
       bytes_in_flight -= info.size;
       if (--downloading == 0) busy_s += MonotonicNanos() * 1e-9 - busy_since;
     }
@@ -250,7 +254,7 @@ Status StreamingDataset::Impl::StartFetcher(std::unique_ptr<Store> store) {
 void StreamingDataset::Impl::ScaleFetchersLocked(std::unique_lock<std::mutex>& l) {
   const double now = MonotonicNanos() * 1e-9;
   const double busy = busy_s + (downloading ? now - busy_since : 0);
-  const int step = scaling->Observe(busy, cache->bytes_downloaded() + stream_bytes, reader_waits);
+  const int step = scaling->Observe(busy, download_s, cache->bytes_downloaded() + stream_bytes, reader_waits);
   if (step < 0) {
     ++retire;  // the next fetcher to look for a job stops
     cv.notify_all();

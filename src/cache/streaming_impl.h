@@ -99,6 +99,7 @@ struct StreamingDataset::Impl {
   int downloading = 0;
   uint64_t bytes_in_flight = 0;
   double busy_since = 0, busy_s = 0;
+  double download_s = 0;  // the downloads' seconds added up (FetcherScaling)
 
   std::string Describe() const;
   void Shutdown();

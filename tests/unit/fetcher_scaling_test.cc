@@ -11,19 +11,20 @@ namespace {
 
 // Feeds a FetcherScaling downloads of `shard` bytes, as the dataset does:
 // `per_connection` bytes/s on each of `running` connections up to a server
-// limit of `server` bytes/s in all; the readers wait (or not).  Returns the
-// steps it asked for, applied.
+// limit of `server` bytes/s in all (shared evenly); the readers wait (or
+// not).  Returns the step it asked for, applied.
 struct Sim {
   FetcherScaling f;
-  double busy = 0;
+  double busy = 0, download = 0;
   uint64_t bytes = 0, waits = 0;
   explicit Sim(uint32_t start, uint32_t most) : f(start, most) {}
   int Download(double per_connection, double server, bool readers_wait, uint64_t shard = 8 << 20) {
-    const double rate = std::min(per_connection * f.running(), server);
-    busy += static_cast<double>(shard) / rate;
+    const double total = std::min(per_connection * f.running(), server);
+    busy += static_cast<double>(shard) / total;                     // downloads overlap
+    download += static_cast<double>(shard) / (total / f.running());  // this one's own time
     bytes += shard;
     waits += readers_wait;
-    const int step = f.Observe(busy, bytes, waits);
+    const int step = f.Observe(busy, download, bytes, waits);
     f.Running(f.running() + step);
     return step;
   }
@@ -73,13 +74,34 @@ TEST(FetcherScaling, NeverGrowsWhileTheReadersDoNotWait) {
 TEST(FetcherScaling, AnIntervalIsASecondOfDownloadsAndOnePerFetcher) {
   FetcherScaling f(4, 8);
   // Three downloads over 5 s: fewer than one per fetcher, no decision yet.
-  EXPECT_EQ(f.Observe(2.0, 100, 1), 0);
-  EXPECT_EQ(f.Observe(4.0, 200, 2), 0);
-  EXPECT_EQ(f.Observe(5.0, 300, 3), 0);
-  EXPECT_EQ(f.Observe(5.5, 400, 4), 1);  // the fourth: readers waited, so one more
+  EXPECT_EQ(f.Observe(2.0, 4.0, 100, 1), 0);
+  EXPECT_EQ(f.Observe(4.0, 8.0, 200, 2), 0);
+  EXPECT_EQ(f.Observe(5.0, 12.0, 300, 3), 0);
+  EXPECT_EQ(f.Observe(5.5, 14.0, 400, 4), 1);  // the fourth: readers waited, so one more
   // Half a second more of downloads is not an interval, however many.
   f.Running(5);
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(f.Observe(5.5 + 0.05 * (i + 1), 500 + 100 * i, 5), 0);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(f.Observe(5.5 + 0.05 * (i + 1), 14.0 + 0.2 * (i + 1), 500 + 100 * i, 5), 0);
+}
+
+TEST(FetcherScaling, AnEpochsEndDoesNotReadAsAConnectionThatDidNotHelp) {
+  // Each connection carries 10 MB/s.  The interval that judges the third
+  // one holds an epoch's end: a second with one download in flight and
+  // the others idle.  Bytes over wall time would fall; each connection's
+  // rate times the connections does not.
+  FetcherScaling f(2, 8);
+  const uint64_t mb = 1000000;
+  // 2 at once for 1 s: 20 MB; the readers waited.
+  EXPECT_EQ(f.Observe(0.5, 1.0, 10 * mb, 0), 0);
+  EXPECT_EQ(f.Observe(1.0, 2.0, 20 * mb, 1), 1);  // 20 MB/s: try a third
+  f.Running(3);
+  EXPECT_EQ(f.Observe(1.6, 3.8, 38 * mb, 1), 0);  // 3 at once for 0.6 s: 18 MB
+  EXPECT_EQ(f.Observe(2.6, 4.8, 48 * mb, 1), 0);  // the epoch's last shard alone for 1 s: 10 MB
+  // 3 at once again for 0.1 s.  Over the interval: 31 MB in 1.7 s, 18 MB/s
+  // by the wall (less than 20: given back), but 10 MB/s on each of 3
+  // connections, 30 MB/s: kept.
+  EXPECT_EQ(f.Observe(2.7, 5.1, 51 * mb, 1), 0);
+  EXPECT_EQ(f.kept(), 1u);
+  EXPECT_EQ(f.running(), 3u);
 }
 
 TEST(FetcherScaling, MostIsAtLeastTheStart) {
