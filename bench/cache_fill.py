@@ -7,7 +7,7 @@ The shards are bench/streaming.py's (TFRecord, 1 MiB float32 records, made
 once under --dir), served by a real nginx on 127.0.0.1 from the page cache.
 Per round, alternating which goes first, each after `sync` (so that no run
 pays for the writeback of the one before) and with its files removed after
-(with --settle, after touching and freeing that much memory: see settle()):
+(with --settle, after touching and freeing that much memory: bench/fresh_memory.py's settle()):
   curl:         `curl` writing every shard into a fresh directory under --dir
                 over one kept-alive connection (no fsync);
   stoker:       StreamingDataset(mode="full", max_bytes = twice the data: every
@@ -39,7 +39,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 import stoker  # noqa: E402
 from stoker.cache import StreamingDataset  # noqa: E402
 from nginx import Nginx  # noqa: E402
-from streaming import FEATURES, RECORD, dataset_bytes, make_shards, settle  # noqa: E402
+from fresh_memory import settle  # noqa: E402
+from streaming import FEATURES, RECORD, dataset_bytes, make_shards  # noqa: E402
 
 
 def machine_busy_s():
@@ -75,7 +76,7 @@ def main():
     ap.add_argument("--dir", default="/var/tmp/stoker-streaming-bench",
                     help="where the shards are made and both copies are written (one disk)")
     ap.add_argument("--settle", type=float, default=0, metavar="GIB",
-                    help="before each run, touch and free this much memory (see settle())")
+                    help="before each run, touch and free this much memory (bench/fresh_memory.py's settle())")
     args = ap.parse_args()
     www = os.path.join(args.dir, "www")
     make_shards(www, args.shards, args.shard_mb)

@@ -12,12 +12,24 @@ Then it waits 3 s, long enough for free pages to be reported to a hypervisor
 much slower than the touch after MADV_DONTNEED is the host backing the
 guest's pages again: every buffer, slot or page-cache page a loader makes
 fresh pays it (docs/benchmarks.md).
+
+settle() is the other benchmarks' way to start each side on pages the host
+backs (their --settle).
 """
 import argparse
 import mmap
 import time
 
 import numpy as np
+
+
+def settle(gib):
+    """Touches `gib` GiB of fresh memory and frees it again: on a virtual
+    machine whose free memory goes back to the host (virtio-balloon free
+    page reporting), the next allocations then find pages the host backs,
+    whoever makes them, instead of paying the host's faults at random."""
+    if gib:
+        np.ones(int(gib * (1 << 30)), dtype=np.uint8)  # (written whole, then freed)
 
 
 def main():

@@ -37,7 +37,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 
 from nginx import Nginx  # noqa: E402
-from streaming import dataset_bytes, make_shards, settle  # noqa: E402
+from fresh_memory import settle  # noqa: E402
+from streaming import dataset_bytes, make_shards  # noqa: E402
 
 CHILD = """
 import json, os, sys, time
@@ -90,7 +91,7 @@ def main():
     ap.add_argument("--variant", action="append",
                     help="StreamingDataset keyword arguments as Python, e.g. 'fetcher_cpus=[1]' (repeatable)")
     ap.add_argument("--settle", type=float, default=0, metavar="GIB",
-                    help="before each run, touch and free this much memory (bench/streaming.py's settle())")
+                    help="before each run, touch and free this much memory (bench/fresh_memory.py's settle())")
     args = ap.parse_args()
     variants = args.variant if args.variant is not None else ["", "stream_buffers=12"]
     www = os.path.join(args.dir, "www")

