@@ -51,12 +51,12 @@ class StreamBufferPool {
   // needs) and one per fetcher in flight; but no more than a quarter of
   // the memory this process may use, and never fewer than a window and one
   // more.  Each buffer is new memory the kernel zeroes at its first touch
-  // (docs/benchmarks.md: a first touch costs here about what the epoch's
-  // copy into the batches does).  With one window and the fetchers only
-  // (6 of 64 MiB for the defaults, against 10 now), a prefetched shard was
-  // now and then taken back at a window's end and downloaded twice.  Where some shards are sure to stream
-  // (`needed`), more than half that memory is ResourceExhausted here, not
-  // the OOM killer in the middle of an epoch.  `what` names the dataset.
+  // (docs/benchmarks.md: 10 of them for the defaults, where the count was
+  // 12; with one window and the fetchers only, the readers at a window's
+  // end found the buffers they needed held by prefetches).  Where some
+  // shards are sure to stream (`needed`), more than half that memory is
+  // ResourceExhausted here, not the OOM killer in the middle of an epoch.
+  // `what` names the dataset.
   Status Configure(const StreamBufferSizing& sizing, bool needed, const std::string& what);
 
   // The fetchers now running (FetcherScaling started or retired one): a

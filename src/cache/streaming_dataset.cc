@@ -4,7 +4,6 @@
 // (streaming_impl.h: epochs and readers, fetchers, the buffer pool).
 #include "stoker/streaming.h"
 
-#include <pthread.h>
 #include <sys/resource.h>
 
 #include <algorithm>

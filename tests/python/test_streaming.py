@@ -545,9 +545,11 @@ def test_full_mode_prefetches_as_soon_as_the_epochs_order_is_known(server, tmp_p
 def test_full_mode_downloads_each_shard_once_with_the_default_buffers(server, tmp_path):
     """At a shuffle window's end the readers finish it while they start the
     next, all of whose shards its first batch needs: the default buffers
-    (2 * shuffle_window + fetchers) hold both, so no prefetched shard is
-    taken back for a reader's and downloaded twice.  (With one window and
-    the fetchers only, 1 fresh dataset in 5 here downloaded a shard twice.)"""
+    (2 * shuffle_window + fetchers) hold both, the prefetch starts at the
+    furthest read's window, and a prefetch leaves a buffer for each shard
+    read before it that has none; so no prefetched shard is taken back for
+    a reader's and downloaded twice.  (With one window and the fetchers
+    only, 1 fresh dataset in 5 here downloaded a shard twice.)"""
     for rep in range(10):
         ds = StreamingDataset(server.url, str(tmp_path / f"c{rep}"), max_bytes=0, mode="full", features=FEATURES,
                               shuffle_window=2)
