@@ -40,7 +40,7 @@ import stoker  # noqa: E402
 from stoker.cache import StreamingDataset  # noqa: E402
 from nginx import Nginx  # noqa: E402
 from fresh_memory import settle  # noqa: E402
-from streaming import FEATURES, RECORD, dataset_bytes, make_shards  # noqa: E402
+from streaming import FEATURES, RECORD, dataset_bytes, make_shards, read_into_page_cache  # noqa: E402
 
 
 def machine_busy_s():
@@ -109,10 +109,7 @@ def main():
              ("stoker, cache on, durable", stoker_epoch(durable=True))]
     rows = {k: [] for k, _ in kinds}
     try:
-        for f in names:  # the server's files in the page cache
-            with open(os.path.join(www, f), "rb") as fh:
-                while fh.read(1 << 24):
-                    pass
+        read_into_page_cache(www, names)  # the server's files
         for r in range(args.rounds):
             order = kinds if r % 2 == 0 else kinds[::-1]
             for label, run in order:

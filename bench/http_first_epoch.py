@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 
 from nginx import Nginx  # noqa: E402
 from fresh_memory import settle  # noqa: E402
-from streaming import dataset_bytes, make_shards  # noqa: E402
+from streaming import dataset_bytes, make_shards, read_into_page_cache  # noqa: E402
 
 CHILD = """
 import json, os, sys, time
@@ -132,10 +132,7 @@ def main():
     kinds += [(f"stoker {v or '(defaults)'}", (lambda v: lambda: stoker_run(v))(v)) for v in variants]
     rows = {k: [] for k, _ in kinds}
     try:
-        for f in names:  # the server's files in the page cache
-            with open(os.path.join(www, f), "rb") as fh:
-                while fh.read(1 << 24):
-                    pass
+        read_into_page_cache(www, names)  # the server's files
         for r in range(args.rounds):
             k = r % len(kinds)
             for label, run in kinds[k:] + kinds[:k]:

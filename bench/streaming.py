@@ -93,6 +93,14 @@ def write_tfrecord_shard(path, s, shard_mb):
     io.write_tfrecord(path, ({"x": rng.random(RECORD, dtype=np.float32)} for _ in range(shard_mb)))
 
 
+def read_into_page_cache(root, names):
+    """Reads each file once, so that the server serves them from memory."""
+    for f in names:
+        with open(os.path.join(root, f), "rb") as fh:
+            while fh.read(1 << 24):
+                pass
+
+
 def dataset_bytes(root):
     return sum(os.path.getsize(os.path.join(root, f)) for f in os.listdir(root) if f.endswith(".tfrecord"))
 
@@ -206,10 +214,7 @@ def main():
     rows = []
     try:
         urls = [f"{server.url}/{n}" for n in names]
-        for f in names:  # the server's files in the page cache
-            with open(os.path.join(www, f), "rb") as fh:
-                while fh.read(1 << 24):
-                    pass
+        read_into_page_cache(www, names)  # the server's files
         for r in range(args.rounds):
             before = [curl_rate(urls, total, k) for k in CURL_CONNECTIONS[:-1]]
             last, curl_retrans = retransmitted(lambda: curl_rate(urls, total, CURL_CONNECTIONS[-1]))
