@@ -275,7 +275,12 @@ class _StokerIter(_BaseDataLoaderIter):
             # Native random transforms (stoker.vision) draw from the loader's
             # generator: its seed for this iterator, and a new one per epoch
             # of a persistent iterator (torch's workers' streams go on too).
-            self._native_resets = 0 if first_iter else self._native_resets + 1
+            # A resumed epoch draws as the saved one did: a persistent
+            # iterator's later epoch resumed as its first drew epoch 0's.
+            if resume is not None and resume.get("native_resets") is not None:
+                self._native_resets = int(resume["native_resets"])
+            else:
+                self._native_resets = 0 if first_iter else self._native_resets + 1
             self._native_ds.set_seed((self._base_seed + 0x9E3779B97F4A7C15 * self._native_resets) % 2 ** 64)
         self._local_skip = set()
         self._delivered_local = 0
@@ -558,6 +563,7 @@ class _StokerIter(_BaseDataLoaderIter):
             rng = dict(rng, stream=loader.sampler._stoker_state())  # a streaming dataset's epoch
         state = {"version": DataLoader._STATE_VERSION, "epoch": getattr(self._loader_ref(), "_epoch", None),
                  "rng": rng, "base_seed": int(self._base_seed), "num_workers": self._num_workers,
+                 "native_resets": int(getattr(self, "_native_resets", 0)),
                  "iterable": self._is_iterable, "rank": self._rank, "world_size": self._world_size,
                  "delivered_extra": []}
         if self._is_iterable:

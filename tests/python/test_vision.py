@@ -260,6 +260,28 @@ def test_same_generator_gives_the_same_batches_whatever_the_threads(tmp_path):
     assert not torch.equal(e1, e2)
 
 
+def test_a_persistent_loaders_later_epoch_resumes_with_its_own_draws(tmp_path):
+    """A persistent loader draws anew each epoch; a state saved in its second
+    epoch resumes with that epoch's draws, not the first's (a new iterator
+    starts at the first epoch's)."""
+    ds = vision.ImageFolder(folder(tmp_path / "f"), transform=train_tf())
+    kw = dict(batch_size=4, shuffle=True, num_workers=2, persistent_workers=True)
+    loader = stoker.DataLoader(ds, generator=torch.Generator().manual_seed(5), **kw)
+    first = list(loader)
+    it = iter(loader)
+    head = [next(it) for _ in range(2)]
+    state = loader.state_dict()
+    rest = list(it)
+    assert len(first) == len(head) + len(rest) == 5
+    assert not torch.equal(first[0][0], head[0][0])  # (each epoch draws anew)
+    again = stoker.DataLoader(ds, generator=torch.Generator().manual_seed(99), **kw)
+    again.load_state_dict(state)
+    resumed = list(again)
+    assert len(resumed) == len(rest)
+    for (a, la), (b, lb) in zip(resumed, rest):
+        assert torch.equal(la, lb) and torch.equal(a, b)
+
+
 def test_python_paths_torch_loader_collate_fn_and_python_transform(tmp_path):
     root = folder(tmp_path / "f")
     ds = vision.ImageFolder(root, transform=train_tf(24))
