@@ -53,19 +53,11 @@ void BindShared(py::module_& m) {
       .def_static("create", [] { return Check(SharedLock::Create()); })
       .def_static("_open", [](std::shared_ptr<SharedBlock> b) { return Check(SharedLock::Open(std::move(b))); })
       .def("acquire", [](SharedLock& l, double timeout_s) {
-             // Returns (acquired, previous_owner_died).  Waits without the GIL:
-             // the holder may be another thread of this process.
-             bool died = false;
-             if (l.TryLock(&died)) return std::make_pair(true, died);
-             if (timeout_s == 0) return std::make_pair(false, false);
-             Status st;
-             {
-               py::gil_scoped_release nogil;
-               st = l.Lock(timeout_s < 0 ? -1 : static_cast<int64_t>(timeout_s * 1e9), &died);
-             }
-             if (st.IsTimeout()) return std::make_pair(false, false);
-             Check(st);
-             return std::make_pair(true, died);
+             // (acquired, previous_owner_died); Ctrl-C ends the wait (glue/py_shared.h).
+             bool raised = false;
+             Result<std::pair<bool, bool>> r = AcquireSharedLock(l, timeout_s, &raised);
+             if (raised) throw py::error_already_set();
+             return Check(std::move(r));
            }, py::arg("timeout_s"))
       .def("release", [](SharedLock& l) { Check(l.Unlock()); })
       .def_property_readonly("owner_deaths", &SharedLock::owner_deaths)

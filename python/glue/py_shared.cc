@@ -1,8 +1,38 @@
 #include "glue/py_shared.h"
 
+#include <algorithm>
+
 #include "glue/errors.h"
+#include "sync/futex.h"  // MonotonicNanos
 
 namespace stoker::glue {
+
+namespace {
+// How long a wait for a SharedLock goes before Python's signal handlers run.
+constexpr int64_t kLockSliceNs = 100'000'000;
+}  // namespace
+
+Result<std::pair<bool, bool>> AcquireSharedLock(SharedLock& lock, double timeout_s, bool* raised) {
+  *raised = false;
+  bool died = false;
+  if (lock.TryLock(&died)) return std::make_pair(true, died);
+  if (timeout_s == 0) return std::make_pair(false, false);
+  // (A robust mutex's timed wait goes on through signals: no EINTR ends it.)
+  const int64_t deadline = timeout_s < 0 ? -1 : MonotonicNanos() + static_cast<int64_t>(timeout_s * 1e9);
+  for (;;) {
+    const int64_t left = deadline < 0 ? kLockSliceNs : std::max<int64_t>(0, deadline - MonotonicNanos());
+    PyThreadState* ts = PyEval_SaveThread();
+    Status st = lock.Lock(std::min(left, kLockSliceNs), &died);
+    PyEval_RestoreThread(ts);
+    if (st.ok()) return std::make_pair(true, died);
+    if (!st.IsTimeout()) return st;
+    if (deadline >= 0 && MonotonicNanos() >= deadline) return std::make_pair(false, false);
+    if (PyErr_CheckSignals() != 0) {
+      *raised = true;
+      return std::make_pair(false, false);
+    }
+  }
+}
 
 std::shared_ptr<SharedBlock> BuildStringList(PyObject* iterable, const std::string& name) {
   PyObject* it = PyObject_GetIter(iterable);

@@ -3,6 +3,8 @@ and set_epoch reaching persistent workers."""
 import collections
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -169,6 +171,45 @@ def test_lock_is_reentrant_and_times_out():
     lock.release()
     with pytest.raises(RuntimeError, match="un-acquired"):
         lock.release()
+
+
+CTRL_C_LOCK = r"""
+import os, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # (a shell's background job starts with SIGINT ignored)
+from stoker import shared
+lock = shared.Lock()
+held = threading.Event()
+
+def hold():  # another thread takes it and never lets go
+    lock.acquire()
+    held.set()
+    time.sleep(120)
+
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+for timeout in (-1, 60):
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    t0 = time.monotonic()
+    try:
+        lock.acquire(timeout=timeout)
+        print("acquired", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted after %.2f s" % (time.monotonic() - t0), flush=True)
+os._exit(0)
+"""
+
+
+def test_ctrl_c_ends_a_wait_for_a_lock_that_is_never_released():
+    """The wait for a Lock goes on without the GIL in a robust mutex, which
+    signals do not interrupt: Python's handlers run every 100 ms between
+    slices of it, so Ctrl-C raises KeyboardInterrupt there, with and
+    without a timeout (it waited until the lock came free: forever)."""
+    r = subprocess.run([sys.executable, "-c", CTRL_C_LOCK], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    lines = r.stdout.split("\n")
+    got = [line for line in lines if line.startswith("interrupted after")]
+    assert len(got) == 2, r.stdout + r.stderr
+    assert all(float(line.split()[2]) < 5 for line in got), got
 
 
 def _draw_forever(sampler):
