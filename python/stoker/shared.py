@@ -215,7 +215,8 @@ class Lock:
     """Lock(): a lock shared by every process that has it (workers, the main
     process), reentrant like threading.RLock, and robust: if its holder dies
     (even by SIGKILL) the next acquirer gets it, with no deadlock, and
-    ``previous_owner_died`` tells it to check what the lock guards.
+    ``previous_owner_died`` tells it to check what the lock guards.  A wait
+    for it ends with KeyboardInterrupt on Ctrl-C, as threading.Lock's does.
 
         with lock:
             if lock.previous_owner_died:
