@@ -275,8 +275,9 @@ class _StokerIter(_BaseDataLoaderIter):
             # Native random transforms (stoker.vision) draw from the loader's
             # generator: its seed for this iterator, and a new one per epoch
             # of a persistent iterator (torch's workers' streams go on too).
-            # A resumed epoch draws as the saved one did: a persistent
-            # iterator's later epoch resumed as its first drew epoch 0's.
+            # A resumed epoch draws as the saved one did: the state says
+            # which epoch of a persistent iterator it was (without it, a
+            # later epoch resumed drew as the first).
             if resume is not None and resume.get("native_resets") is not None:
                 self._native_resets = int(resume["native_resets"])
             else:
