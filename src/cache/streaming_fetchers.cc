@@ -36,11 +36,11 @@ bool StreamingDataset::Impl::NextJob(Job* job) {
     for (size_t p = 0; p < ep->slots.size(); ++p) {
       Slot& s = *ep->slots[p];
       if (!s.demanded || s.state.load() != kWaiting) continue;
-      const uint32_t place = ep->seq_of.empty() ? static_cast<uint32_t>(p) : ep->seq_of[p];
+      const uint32_t place = ep->PlaceOf(static_cast<uint32_t>(p));
       if (!best || place < best_place) best = &s, best_place = place;
     }
     if (best) {
-      *job = Job{ep, best, best->shard, false};
+      *job = Job{ep, best, best->shard, false, best_place};
       return true;
     }
     // kFull: the next shards in the order, `prefetch` ahead of the readers,
@@ -59,7 +59,7 @@ bool StreamingDataset::Impl::NextJob(Job* job) {
       for (int64_t k = f - f % o.shuffle_window; k <= last && k < places; ++k) {
         Slot& s = *ep->slots[ep->seq.empty() ? k : ep->seq[k]];
         if (s.state.load() == kWaiting) {
-          *job = Job{ep, &s, s.shard, true};
+          *job = Job{ep, &s, s.shard, true, k};
           return true;
         }
       }
@@ -152,7 +152,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
       l.unlock();
       const bool room = cache->HasRoomFor(info);  // (max_bytes and the disk)
       l.lock();
-      if (!room && !(buf = AcquireBufferLocked(job.ep, job.slot, job.speculative))) {
+      if (!room && !(buf = AcquireBufferLocked(job.ep, job.place, job.speculative))) {
         in_flight[job.shard] = false;
         job.slot->state = kWaiting;  // unclaimed (its readers wait on either state alike)
         cv.wait_for(l, std::chrono::milliseconds(200));  // the readers hold them all: wait for a release
@@ -279,7 +279,7 @@ void StreamingDataset::Impl::ScaleFetchersLocked(std::unique_lock<std::mutex>& l
   cv.notify_all();
 }
 
-StreamBuffer* StreamingDataset::Impl::AcquireBufferLocked(const std::shared_ptr<Epoch>& ep, const Slot* slot,
+StreamBuffer* StreamingDataset::Impl::AcquireBufferLocked(const std::shared_ptr<Epoch>& ep, int64_t place,
                                                           bool speculative) {
   // What a prefetch must leave free: what the readers' window still lacks
   // (the window less the buffers they hold), and at least a buffer for
@@ -294,20 +294,17 @@ StreamBuffer* StreamingDataset::Impl::AcquireBufferLocked(const std::shared_ptr<
     size_t held = 0, before = 0;
     const int64_t f = std::max<int64_t>(0, ep->frontier.load());
     const int64_t from = f - f % o.shuffle_window;
-    int64_t mine = -1;  // this shard's place
-    for (size_t p = 0; p < ep->slots.size() && mine < 0; ++p)
-      if (ep->slots[p].get() == slot) mine = ep->PlaceOf(static_cast<uint32_t>(p));
     for (size_t p = 0; p < ep->slots.size(); ++p) {
       const Slot& s = *ep->slots[p];
       held += s.mem && s.touched;
-      const int64_t place = ep->PlaceOf(static_cast<uint32_t>(p));
+      const int64_t at = ep->PlaceOf(static_cast<uint32_t>(p));
       const int st = s.state.load();
-      if (&s != slot && place >= from && place < mine && !s.mem && (st == kWaiting || st == kFetching)) ++before;
+      if (at >= from && at < place && !s.mem && (st == kWaiting || st == kFetching)) ++before;
     }
     reserve = std::max<size_t>(o.shuffle_window > held ? o.shuffle_window - held : 0, before);
   }
   Result<StreamBuffer*> got =
-      buffers.Acquire(ep, speculative, reserve, [this, slot] { return TakeBackBufferLocked(slot); });
+      buffers.Acquire(ep, speculative, reserve, [this, &ep, place] { return TakeBackBufferLocked(ep.get(), place); });
   if (got.ok()) return got.value();
   ++fetch_errors;  // seen in stats(); the fetcher waits for a buffer to come free
   last_error = got.status().message();
@@ -316,21 +313,21 @@ StreamBuffer* StreamingDataset::Impl::AcquireBufferLocked(const std::shared_ptr<
 
 // Under mu: the buffer of the current epoch's prefetched shard that the
 // order reads last, of those no reader has come for, if the order reads it
-// after `for_slot`'s shard; that shard waits to be fetched again.  Null if
-// there is none: one read before it would only be fetched again at once
-// (then the pool makes one buffer more for the while: Acquire).
-StreamBuffer* StreamingDataset::Impl::TakeBackBufferLocked(const Slot* for_slot) {
+// after `place` (of the epoch `of`; another epoch's place: any); that shard
+// waits to be fetched again.  Null if there is none: one read before it
+// would only be fetched again at once (then the pool makes one buffer more
+// for the while: Acquire).
+StreamBuffer* StreamingDataset::Impl::TakeBackBufferLocked(const Epoch* of, int64_t place) {
   std::shared_ptr<Epoch> ep = cur.load();
   if (!ep) return nullptr;
+  const int64_t for_place = ep.get() == of ? place : -1;
   Slot* best = nullptr;
   uint32_t best_place = 0;
-  int64_t for_place = -1;  // (-1: not this epoch's: any)
   for (size_t p = 0; p < ep->slots.size(); ++p) {
     Slot& s = *ep->slots[p];
-    const uint32_t place = ep->seq_of.empty() ? static_cast<uint32_t>(p) : ep->seq_of[p];
-    if (&s == for_slot) for_place = place;
     if (!s.mem || s.touched || s.demanded || s.state.load() != kPinned) continue;
-    if (!best || place > best_place) best = &s, best_place = place;
+    const uint32_t at = ep->PlaceOf(static_cast<uint32_t>(p));
+    if (!best || at > best_place) best = &s, best_place = at;
   }
   if (!best || static_cast<int64_t>(best_place) <= for_place) return nullptr;
   StreamBuffer* b = best->mem;

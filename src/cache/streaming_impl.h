@@ -146,6 +146,7 @@ struct StreamingDataset::Impl {
     Slot* slot = nullptr;
     uint32_t shard = 0;
     bool speculative = false;
+    int64_t place = -1;  // the slot's place in the epoch's reading order (-1: no slot)
   };
   // Under mu: the next download, or false to wait.
   bool NextJob(Job* job);
@@ -158,9 +159,10 @@ struct StreamingDataset::Impl {
   // Under mu (released meanwhile): after a download, FetcherScaling's
   // verdict carried out (a fetcher more, or one to retire).
   void ScaleFetchersLocked(std::unique_lock<std::mutex>& l);
-  // Under mu: a stream buffer for `ep`'s shard in `slot`, or null (counted in stats).
-  StreamBuffer* AcquireBufferLocked(const std::shared_ptr<Epoch>& ep, const Slot* slot, bool speculative);
-  StreamBuffer* TakeBackBufferLocked(const Slot* for_slot);
+  // Under mu: a stream buffer for `ep`'s shard at `place` in its order, or
+  // null (counted in stats).
+  StreamBuffer* AcquireBufferLocked(const std::shared_ptr<Epoch>& ep, int64_t place, bool speculative);
+  StreamBuffer* TakeBackBufferLocked(const Epoch* of, int64_t place);
   Status ReadIntoBuffer(Store& store, const ShardInfo& info, StreamBuffer* buf);
 };
 
