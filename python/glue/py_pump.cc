@@ -6,13 +6,11 @@
 #include "glue/errors.h"
 #include "glue/py_decode.h"
 #include "glue/registry.h"
+#include "glue/signal_slices.h"
 
 namespace stoker::glue {
 
 namespace {
-
-// How long a wait for a batch goes before Python's signal handlers run (Next).
-constexpr int64_t kSignalCheckNs = 100'000'000;
 
 void PutInt64(int64_t v, std::string* out) { out->append(reinterpret_cast<const char*>(&v), 8); }
 }  // namespace
@@ -129,20 +127,15 @@ PyObject* Pump::IndexOf(uint64_t token) {
 PyObject* Pump::Next(double timeout_s) {
   Outcome o;
   const int64_t ns = timeout_s < 0 ? -1 : static_cast<int64_t>(timeout_s * 1e9);
-  const int64_t deadline = ns < 0 ? -1 : MonotonicNanos() + ns;
-  // The wait is cut into slices, and Python's signal handlers run between
-  // them (e.g. KeyboardInterrupt).  A signal that arrives during the wait
-  // ends it at once (Interrupted); one that arrives just before it (after
-  // the GIL is let go, before the futex sleeps) would otherwise be seen
-  // only when a batch came: Ctrl-C lost for as long as a worker takes.
+  // In slices that Ctrl-C can end (glue/signal_slices.h).  A signal during
+  // a slice ends it at once (Interrupted).
   Status st;
-  for (;;) {
-    const int64_t left = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - MonotonicNanos());
-    st = sched_.Next(left < 0 ? kSignalCheckNs : std::min(left, kSignalCheckNs), &o);
-    const bool slice_over = st.ok() && o.kind == Outcome::Kind::kTimeout && (deadline < 0 || left > kSignalCheckNs);
-    if (!st.IsInterrupted() && !slice_over) break;
-    if (PyErr_CheckSignals() != 0) return nullptr;
-  }
+  const bool handled = WaitInSlices(ns, [&](int64_t slice_ns) {
+    st = sched_.Next(slice_ns, &o);
+    if (st.IsInterrupted()) return SliceEnd::kInterrupted;
+    return st.ok() && o.kind == Outcome::Kind::kTimeout ? SliceEnd::kTimedOut : SliceEnd::kDone;
+  });
+  if (!handled) return nullptr;
   if (!st.ok()) {
     if (source_.RestoreError()) return nullptr;
     return PyErr_Occurred() ? nullptr : SetError(st);

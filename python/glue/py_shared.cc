@@ -1,16 +1,9 @@
 #include "glue/py_shared.h"
 
-#include <algorithm>
-
 #include "glue/errors.h"
-#include "sync/futex.h"  // MonotonicNanos
+#include "glue/signal_slices.h"
 
 namespace stoker::glue {
-
-namespace {
-// How long a wait for a SharedLock goes before Python's signal handlers run.
-constexpr int64_t kLockSliceNs = 100'000'000;
-}  // namespace
 
 Result<std::pair<bool, bool>> AcquireSharedLock(SharedLock& lock, double timeout_s, bool* raised) {
   *raised = false;
@@ -18,20 +11,16 @@ Result<std::pair<bool, bool>> AcquireSharedLock(SharedLock& lock, double timeout
   if (lock.TryLock(&died)) return std::make_pair(true, died);
   if (timeout_s == 0) return std::make_pair(false, false);
   // (A robust mutex's timed wait goes on through signals: no EINTR ends it.)
-  const int64_t deadline = timeout_s < 0 ? -1 : MonotonicNanos() + static_cast<int64_t>(timeout_s * 1e9);
-  for (;;) {
-    const int64_t left = deadline < 0 ? kLockSliceNs : std::max<int64_t>(0, deadline - MonotonicNanos());
+  Status st;
+  *raised = !WaitInSlices(timeout_s < 0 ? -1 : static_cast<int64_t>(timeout_s * 1e9), [&](int64_t slice_ns) {
     PyThreadState* ts = PyEval_SaveThread();
-    Status st = lock.Lock(std::min(left, kLockSliceNs), &died);
+    st = lock.Lock(slice_ns, &died);
     PyEval_RestoreThread(ts);
-    if (st.ok()) return std::make_pair(true, died);
-    if (!st.IsTimeout()) return st;
-    if (deadline >= 0 && MonotonicNanos() >= deadline) return std::make_pair(false, false);
-    if (PyErr_CheckSignals() != 0) {
-      *raised = true;
-      return std::make_pair(false, false);
-    }
-  }
+    return st.IsTimeout() ? SliceEnd::kTimedOut : SliceEnd::kDone;
+  });
+  if (*raised || st.IsTimeout()) return std::make_pair(false, false);
+  if (!st.ok()) return st;
+  return std::make_pair(true, died);
 }
 
 std::shared_ptr<SharedBlock> BuildStringList(PyObject* iterable, const std::string& name) {
