@@ -40,7 +40,7 @@ import stoker  # noqa: E402
 from stoker.cache import StreamingDataset  # noqa: E402
 from nginx import Nginx  # noqa: E402
 from fresh_memory import settle  # noqa: E402
-from streaming import FEATURES, RECORD, dataset_bytes, make_shards, read_into_page_cache  # noqa: E402
+from streaming import FEATURES, RECORD, served_shards  # noqa: E402
 
 
 def machine_busy_s():
@@ -79,9 +79,7 @@ def main():
                     help="before each run, touch and free this much memory (bench/fresh_memory.py's settle())")
     args = ap.parse_args()
     www = os.path.join(args.dir, "www")
-    make_shards(www, args.shards, args.shard_mb)
-    total = dataset_bytes(www)
-    names = sorted(f for f in os.listdir(www) if f.endswith(".tfrecord"))
+    names, total = served_shards(www, args.shards, args.shard_mb)
     into = os.path.join(args.dir, "fill")
     server = Nginx(os.path.join(args.dir, "nginx"), www).start()
     urls = [f"{server.url}/{n}" for n in names]
@@ -109,7 +107,6 @@ def main():
              ("stoker, cache on, durable", stoker_epoch(durable=True))]
     rows = {k: [] for k, _ in kinds}
     try:
-        read_into_page_cache(www, names)  # the server's files
         for r in range(args.rounds):
             order = kinds if r % 2 == 0 else kinds[::-1]
             for label, run in order:

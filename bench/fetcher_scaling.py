@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 import stoker  # noqa: E402
 from stoker.cache import StreamingDataset  # noqa: E402
 from nginx import Nginx  # noqa: E402
-from streaming import FEATURES, dataset_bytes, make_shards, read_into_page_cache  # noqa: E402
+from streaming import FEATURES, served_shards  # noqa: E402
 
 
 def epochs(url, local, total, n, **kw):
@@ -56,9 +56,7 @@ def main():
     ap.add_argument("--dir", default="/var/tmp/stoker-fetcher-scaling-bench")
     args = ap.parse_args()
     www = os.path.join(args.dir, "www")
-    make_shards(www, args.shards, args.shard_mb)
-    total = dataset_bytes(www)
-    read_into_page_cache(www, sorted(f for f in os.listdir(www) if f.endswith(".tfrecord")))
+    total = served_shards(www, args.shards, args.shard_mb)[1]
     server = Nginx(os.path.join(args.dir, "nginx"), www, slow_rate=args.rate).start()
     local = os.path.join(args.dir, "local")
     results = {}

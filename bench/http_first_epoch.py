@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 
 from nginx import Nginx  # noqa: E402
 from fresh_memory import settle  # noqa: E402
-from streaming import dataset_bytes, make_shards, read_into_page_cache  # noqa: E402
+from streaming import served_shards  # noqa: E402
 
 CHILD = """
 import json, os, sys, time
@@ -95,9 +95,7 @@ def main():
     args = ap.parse_args()
     variants = args.variant if args.variant is not None else ["", "stream_buffers=12"]
     www = os.path.join(args.dir, "www")
-    make_shards(www, args.shards, args.shard_mb)
-    total = dataset_bytes(www)
-    names = sorted(f for f in os.listdir(www) if f.endswith(".tfrecord"))
+    names, total = served_shards(www, args.shards, args.shard_mb)
     local = os.path.join(args.dir, "first-epoch")
     server = Nginx(os.path.join(args.dir, "nginx"), www).start()
     nginx = tree(server.proc.pid)
@@ -132,7 +130,6 @@ def main():
     kinds += [(f"stoker {v or '(defaults)'}", (lambda v: lambda: stoker_run(v))(v)) for v in variants]
     rows = {k: [] for k, _ in kinds}
     try:
-        read_into_page_cache(www, names)  # the server's files
         for r in range(args.rounds):
             k = r % len(kinds)
             for label, run in kinds[k:] + kinds[:k]:

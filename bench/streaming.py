@@ -93,12 +93,16 @@ def write_tfrecord_shard(path, s, shard_mb):
     io.write_tfrecord(path, ({"x": rng.random(RECORD, dtype=np.float32)} for _ in range(shard_mb)))
 
 
-def read_into_page_cache(root, names):
-    """Reads each file once, so that the server serves them from memory."""
+def served_shards(root, shards, shard_mb):
+    """The shards in `root` (make_shards), each read once so that a server
+    serves them from memory: their names, sorted, and their bytes."""
+    make_shards(root, shards, shard_mb)
+    names = sorted(f for f in os.listdir(root) if f.endswith(".tfrecord"))
     for f in names:
         with open(os.path.join(root, f), "rb") as fh:
             while fh.read(1 << 24):
                 pass
+    return names, dataset_bytes(root)
 
 
 def dataset_bytes(root):
@@ -198,9 +202,7 @@ def main():
                          "its own, as a remote store has its own machine")
     args = ap.parse_args()
     www = os.path.join(args.dir, "www")
-    make_shards(www, args.shards, args.shard_mb)
-    total = dataset_bytes(www)
-    names = sorted(f for f in os.listdir(www) if f.endswith(".tfrecord"))
+    names, total = served_shards(www, args.shards, args.shard_mb)
     server = Nginx(os.path.join(args.dir, "nginx"), www).start()
     if args.pin:
         if len(os.sched_getaffinity(0)) < 2:
@@ -214,7 +216,6 @@ def main():
     rows = []
     try:
         urls = [f"{server.url}/{n}" for n in names]
-        read_into_page_cache(www, names)  # the server's files
         for r in range(args.rounds):
             before = [curl_rate(urls, total, k) for k in CURL_CONNECTIONS[:-1]]
             last, curl_retrans = retransmitted(lambda: curl_rate(urls, total, CURL_CONNECTIONS[-1]))
