@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 
+from stoker._procfs import cpu_seconds, tree_pids  # noqa: E402
 from nginx import Nginx  # noqa: E402
 from fresh_memory import settle  # noqa: E402
 from streaming import served_shards  # noqa: E402
@@ -59,27 +60,8 @@ print(json.dumps({"s": dt, "cpu_s": cpu, "bytes": n, "fetchers": st["fetchers"],
 
 
 def cpu_of(pids):
-    """CPU-seconds used so far by these processes."""
-    t = 0
-    for p in pids:
-        with open(f"/proc/{p}/stat") as f:
-            v = f.read().rsplit(")", 1)[1].split()
-        t += int(v[11]) + int(v[12])
-    return t / os.sysconf("SC_CLK_TCK")
-
-
-def tree(pid):
-    """pid and its children (nginx's master and its worker)."""
-    out = [pid]
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open(f"/proc/{p}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        out.append(int(p))
-            except OSError:
-                pass
-    return out
+    """CPU-seconds used so far by these processes (nginx's master and worker)."""
+    return sum(cpu_seconds(p) or 0.0 for p in pids)
 
 
 def main():
@@ -98,7 +80,7 @@ def main():
     names, total = served_shards(www, args.shards, args.shard_mb)
     local = os.path.join(args.dir, "first-epoch")
     server = Nginx(os.path.join(args.dir, "nginx"), www).start()
-    nginx = tree(server.proc.pid)
+    nginx = tree_pids(server.proc.pid)
     urls = [f"{server.url}/{n}" for n in names]
     gb = total / 1e9
 

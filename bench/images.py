@@ -43,25 +43,15 @@ import time
 import torch
 
 import stoker
-from stoker._procfs import tree_pids
+from stoker._procfs import cpu_seconds, tree_pids
 from stoker.bench.images import MEAN, STD, PILImageFolder, make_images, make_images_from_photos, vision_folder
-
-
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def tree_cpu() -> dict:
     """pid -> user + system seconds, for this process and its live
     descendants (the loaders' workers), from /proc."""
-    out = {}
-    for pid in tree_pids():
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out[pid] = (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return out
+    out = {pid: cpu_seconds(pid) for pid in tree_pids()}
+    return {pid: t for pid, t in out.items() if t is not None}
 
 
 def cpu_since(before: dict) -> float:

@@ -1,5 +1,5 @@
 """The process table as /proc shows it: a process's children and descendants,
-whether a pid still runs, PSS, and the arena fds a process holds.  Used by
+whether a pid still runs, PSS, CPU time, and the arena fds a process holds.  Used by
 `stoker bench`, the stress and latency benchmarks, and the tests' leak checks."""
 from __future__ import annotations
 
@@ -61,6 +61,16 @@ def pss_bytes(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds `pid` has used so far; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def arena_fds() -> list:
