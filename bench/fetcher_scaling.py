@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -28,7 +27,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 import stoker  # noqa: E402
 from stoker.cache import StreamingDataset  # noqa: E402
 from nginx import Nginx  # noqa: E402
-from streaming import FEATURES, served_shards  # noqa: E402
+from streaming import FEATURES, epoch_rate, served_shards  # noqa: E402
 
 
 def epochs(url, local, total, n, **kw):
@@ -37,10 +36,7 @@ def epochs(url, local, total, n, **kw):
     out = []
     for e in range(n):
         loader.set_epoch(e)
-        t0 = time.perf_counter()
-        for _ in loader:
-            pass
-        out.append({"GBps": total / (time.perf_counter() - t0) / 1e9, "fetchers": ds.stats()["fetchers"]})
+        out.append({"GBps": epoch_rate(loader, total)[0] / 1e9, "fetchers": ds.stats()["fetchers"]})
     st = ds.stats()
     ds.close()
     shutil.rmtree(local, ignore_errors=True)
