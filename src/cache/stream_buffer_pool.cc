@@ -25,12 +25,12 @@ Status StreamBufferPool::Configure(const StreamBufferSizing& sizing, bool needed
   const Result<uint64_t> limit = MemoryLimitBytes();
   limit_ = limit.ok() ? limit.value() : 0;
   count_ = sizing.stream_buffers ? sizing.stream_buffers : ChosenCount();
-  if (needed && limit.ok() && count_ * capacity_ > limit.value() / 2)
+  if (needed && limit_ && count_ * capacity_ > limit_ / 2)
     return Status::ResourceExhausted(
         what + " streams the shards its cache has no room for through memory: " + std::to_string(count_) +
         " buffers (stream_buffers" + (sizing.stream_buffers ? "" : ", at least shuffle_window + 1") + ") of " +
         std::to_string(capacity_) + " bytes (the largest shard) would take " + std::to_string(count_ * capacity_) +
-        " bytes, more than half of the " + std::to_string(limit.value()) +
+        " bytes, more than half of the " + std::to_string(limit_) +
         " bytes this process may use (MemTotal or its cgroup's limit); lower " +
         (sizing.stream_buffers ? "stream_buffers or " : "") +
         "shuffle_window, give the cache room on disk (max_bytes), or use smaller shards");
