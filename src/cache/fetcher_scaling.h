@@ -32,25 +32,23 @@ class FetcherScaling {
   static constexpr double kGain = 0.10;         // a connection more must add this much of the rate
   static constexpr uint32_t kHoldOffIntervals = 30;
 
-  // `start` fetchers run; never more than `most`.
+  // `start` fetchers run at first; never more than `most`.
   FetcherScaling(uint32_t start, uint32_t most);
 
   // After each download: `busy_s`, the seconds so far with a download in
   // flight; `download_s`, the seconds so far of all downloads added up
   // (two at once for a second: 2); `bytes`, downloaded so far; `waits`, the
-  // times so far a reader waited for a shard not yet there.  Returns +1
-  // (start one more fetcher), -1 (retire one) or 0.  The dataset reports a
-  // fetcher it started or retired through Running() before the next call.
-  int Observe(double busy_s, double download_s, uint64_t bytes, uint64_t waits);
+  // times so far a reader waited for a shard not yet there; `running`, the
+  // fetchers running now.  Returns +1 (start one more fetcher), -1 (retire
+  // one) or 0.
+  int Observe(double busy_s, double download_s, uint64_t bytes, uint64_t waits, uint32_t running);
 
-  void Running(uint32_t n) { running_ = n; }
-  uint32_t running() const { return running_; }
   uint32_t most() const { return most_; }
   uint64_t tries() const { return tries_; }  // connections tried
   uint64_t kept() const { return kept_; }    // of those, kept
 
  private:
-  uint32_t running_, most_;
+  uint32_t most_;
   bool trying_ = false;  // the interval now measures the connection just added
   double base_rate_ = 0;
   uint32_t hold_off_ = 0;

@@ -124,7 +124,6 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
       --retire;
       --fetchers;
       buffers.SetFetchers(fetchers);
-      if (scaling) scaling->Running(fetchers);
       return;
     }
     if (o.mode == StreamingMode::kGrowing && !known_cached_busy && MonotonicNanos() * 1e-9 >= known_cached_next) {
@@ -254,7 +253,8 @@ Status StreamingDataset::Impl::StartFetcher(std::unique_ptr<Store> store) {
 void StreamingDataset::Impl::ScaleFetchersLocked(std::unique_lock<std::mutex>& l) {
   const double now = MonotonicNanos() * 1e-9;
   const double busy = busy_s + (downloading ? now - busy_since : 0);
-  const int step = scaling->Observe(busy, download_s, cache->bytes_downloaded() + stream_bytes, reader_waits);
+  const int step =
+      scaling->Observe(busy, download_s, cache->bytes_downloaded() + stream_bytes, reader_waits, fetchers);
   if (step < 0) {
     ++retire;  // the next fetcher to look for a job stops
     cv.notify_all();
@@ -268,12 +268,10 @@ void StreamingDataset::Impl::ScaleFetchersLocked(std::unique_lock<std::mutex>& l
   if (stop) return;
   if (!store.ok()) {  // (the connections running go on)
     last_error = "a fetcher more could not open the store: " + store.status().message();
-    scaling->Running(fetchers);
     return;
   }
   Status st = StartFetcher(std::move(store).value());
   ++fetchers;  // (running, even if confining it failed)
-  scaling->Running(fetchers);
   buffers.SetFetchers(fetchers);
   if (!st.ok()) last_error = st.message();
   cv.notify_all();
