@@ -6,6 +6,8 @@
 #include <cstring>
 #include <sstream>
 
+#include <immintrin.h>
+
 #include "core/mix.h"
 #include "io/half.h"
 #include "stoker/image_transforms.h"
@@ -216,6 +218,33 @@ void WritePlanes(const vision::RgbView& v, bool flip, const uint8_t* table, uint
       }
     }
   }
+}
+
+// Float planes of a large image bypass the CPU's caches (non-temporal
+// stores, four floats at a time): they go to a batch slot that this core
+// does not read again, and a regular store would first read each line in.
+// Values as WritePlanes<float>'s.
+constexpr int64_t kStreamBytes = 256 << 10;
+
+void StreamFloatPlanes(const vision::RgbView& v, bool flip, const uint8_t* table, uint8_t* dst) {
+  const float* lut = reinterpret_cast<const float*>(table);
+  float* out = reinterpret_cast<float*>(dst);
+  const int64_t plane = v.height * v.width;
+  for (int64_t y = 0; y < v.height; ++y) {
+    const uint8_t* row = v.data + y * v.stride;
+    float* o[3] = {out + y * v.width, out + y * v.width + plane, out + y * v.width + 2 * plane};
+    auto at = [&](int c, int64_t x) { return lut[c * 256 + row[3 * (flip ? v.width - 1 - x : x) + c]]; };
+    // Up to a 16-byte boundary (the same for the three planes: the caller
+    // checks that a plane is a multiple of 16 bytes), then four at a time.
+    int64_t x = 0;
+    for (; x < v.width && (reinterpret_cast<uintptr_t>(o[0] + x) & 15) != 0; ++x)
+      for (int c = 0; c < 3; ++c) o[c][x] = at(c, x);
+    for (; x + 4 <= v.width; x += 4)
+      for (int c = 0; c < 3; ++c) _mm_stream_ps(o[c] + x, _mm_setr_ps(at(c, x), at(c, x + 1), at(c, x + 2), at(c, x + 3)));
+    for (; x < v.width; ++x)
+      for (int c = 0; c < 3; ++c) o[c][x] = at(c, x);
+  }
+  _mm_sfence();  // the streamed stores are visible before the slot is handed on
 }
 
 bool IsCrop(Kind k) { return k == Kind::kCenterCrop || k == Kind::kRandomCrop || k == Kind::kRandomResizedCrop; }
@@ -483,7 +512,11 @@ Status ImagePipeline::Run(const uint8_t* rgb, int64_t h, int64_t w, uint64_t ran
       WritePlanes<uint16_t>(out, plan.flipped(), table_.data(), dst);
       break;
     case 4:
-      WritePlanes<float>(out, plan.flipped(), table_.data(), dst);
+      if (dtype_ == ElementType::kFloat32 && out.height * out.width * 12 >= kStreamBytes &&
+          (out.height * out.width) % 4 == 0 && reinterpret_cast<uintptr_t>(dst) % 4 == 0)
+        StreamFloatPlanes(out, plan.flipped(), table_.data(), dst);
+      else
+        WritePlanes<float>(out, plan.flipped(), table_.data(), dst);
       break;
     default:
       WritePlanes<double>(out, plan.flipped(), table_.data(), dst);

@@ -19,11 +19,16 @@ namespace {
 constexpr int kPrecisionBits = 32 - 8 - 2;
 
 // Taps of each output pixel in [first, first + count): source start, tap
-// count, and `ksize` fixed-point weights.
+// count, and `ksize` fixed-point weights.  `pair_hi` and `pair_lo` hold the
+// same weights split at bit 11 (weight = hi * 2048 + lo, each part below
+// 2^15), two taps' parts packed as the 16-bit halves of one int32, `kpairs`
+// per output pixel: what _mm256_madd_epi16 multiplies by (HorizontalRowMadd).
 struct Taps {
-  int ksize = 0;
-  std::vector<int32_t> start, len, weight;
+  int ksize = 0, kpairs = 0;
+  std::vector<int32_t> start, len, weight, pair_hi, pair_lo;
 };
+
+constexpr int kSplitBits = 11;
 
 // Output o's taps: the source range [lo, hi) its filter covers.
 void TapRange(int64_t in_size, double scale, double support, int64_t o, int64_t* lo, int64_t* hi) {
@@ -63,60 +68,25 @@ void ComputeTaps(int64_t in_size, int64_t out_size, int64_t first, int64_t count
     t->start[o] = static_cast<int32_t>(lo);
     t->len[o] = static_cast<int32_t>(n);
   }
+  // The weights lie in [0, 2^22] (a triangle's, normalised), so each part
+  // fits in a signed 16-bit lane.
+  t->kpairs = (t->ksize + 1) / 2;
+  t->pair_hi.assign(count * t->kpairs, 0);
+  t->pair_lo.assign(count * t->kpairs, 0);
+  const int32_t low_mask = (1 << kSplitBits) - 1;
+  for (int64_t o = 0; o < count; ++o) {
+    const int32_t* w = &t->weight[o * t->ksize];
+    for (int j = 0; j < t->ksize; ++j) {
+      const int shift = (j & 1) * 16;
+      t->pair_hi[o * t->kpairs + j / 2] |= static_cast<int32_t>(static_cast<uint32_t>(w[j] >> kSplitBits) << shift);
+      t->pair_lo[o * t->kpairs + j / 2] |= static_cast<int32_t>(static_cast<uint32_t>(w[j] & low_mask) << shift);
+    }
+  }
 }
 
 inline uint8_t Clip8(int32_t v) {
   v >>= kPrecisionBits;
   return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
-}
-
-// One row of the horizontal pass, scalar.
-// `in` holds the row's pixels from column `first` on, up to column `end`.
-void HorizontalRowScalar(const uint8_t* in, int64_t first, int64_t /*end*/, uint8_t* out, int64_t w,
-                         const int32_t* starts, const int32_t* lens, const int32_t* weights, int ks) {
-  for (int64_t x = 0; x < w; ++x, out += 3) {
-    const uint8_t* p = in + (starts[x] - first) * 3;
-    const int32_t* k = weights + x * ks;
-    int32_t r = 1 << (kPrecisionBits - 1), g = r, b = r;
-    for (int32_t j = 0, n = lens[x]; j < n; ++j, p += 3) {
-      r += p[0] * k[j];
-      g += p[1] * k[j];
-      b += p[2] * k[j];
-    }
-    out[0] = Clip8(r);
-    out[1] = Clip8(g);
-    out[2] = Clip8(b);
-  }
-}
-
-// The same with SSE4.1: a pixel's three channels in the lanes of one
-// register (four bytes loaded; the fourth, the next pixel's red, is
-// ignored), so a tap is one widen, one 32-bit multiply, one add.  The
-// arithmetic is the scalar one's, lane by lane: the results are identical.
-__attribute__((target("sse4.1"))) void HorizontalRowSse41(const uint8_t* in, int64_t first, int64_t end,
-                                                           uint8_t* out, int64_t w, const int32_t* starts,
-                                                           const int32_t* lens, const int32_t* weights, int ks) {
-  const __m128i half = _mm_set1_epi32(1 << (kPrecisionBits - 1));
-  for (int64_t x = 0; x < w; ++x, out += 3) {
-    const int32_t n = lens[x];
-    if (starts[x] + n >= end) {  // the last pixel's fourth byte would be past the row
-      HorizontalRowScalar(in, first, end, out, 1, starts + x, lens + x, weights + x * ks, ks);
-      continue;
-    }
-    const uint8_t* p = in + (starts[x] - first) * 3;
-    const int32_t* k = weights + x * ks;
-    __m128i acc = half;
-    for (int32_t j = 0; j < n; ++j, p += 3) {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      const __m128i px = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(v));
-      acc = _mm_add_epi32(acc, _mm_mullo_epi32(px, _mm_set1_epi32(k[j])));
-    }
-    acc = _mm_srai_epi32(acc, kPrecisionBits);
-    const __m128i packed = _mm_packus_epi16(_mm_packs_epi32(acc, acc), acc);  // saturates to 0..255
-    const int32_t rgb = _mm_cvtsi128_si32(packed);
-    std::memcpy(out, &rgb, 3);
-  }
 }
 
 // One output row of the vertical pass: the sum of n source rows, all bytes
@@ -147,50 +117,156 @@ __attribute__((target("avx2"))) void VerticalRowAvx2(const uint8_t* in, int64_t 
 using VerticalRowFn = void (*)(const uint8_t*, int64_t, int32_t, const int32_t*, int32_t*, int64_t, uint8_t*);
 const VerticalRowFn VerticalRow = Cpu().avx2 ? VerticalRowAvx2 : VerticalRowBase;
 
-// With AVX2: two output pixels per register (lanes 0-3 and 4-7), over the
-// longer of their two tap lists (the shorter one's extra weights are 0).
-// Same arithmetic again.
-__attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, int64_t first, int64_t end, uint8_t* out,
-                                                        int64_t w, const int32_t* starts, const int32_t* lens,
-                                                        const int32_t* weights, int ks) {
-  const __m256i half = _mm256_set1_epi32(1 << (kPrecisionBits - 1));
-  int64_t x = 0;
-  for (; x + 1 < w; x += 2, out += 6) {
-    const int32_t n = std::max(lens[x], lens[x + 1]);
-    if (starts[x] + n >= end || starts[x + 1] + n >= end || n > ks) break;  // the rest, one at a time
-    const uint8_t* p0 = in + (starts[x] - first) * 3;
-    const uint8_t* p1 = in + (starts[x + 1] - first) * 3;
-    const int32_t* k0 = weights + x * ks;
-    const int32_t* k1 = k0 + ks;
-    __m256i acc = half;
-    for (int32_t j = 0; j < n; ++j, p0 += 3, p1 += 3) {
-      int32_t v0, v1;
-      std::memcpy(&v0, p0, 4);
-      std::memcpy(&v1, p1, 4);
-      const __m256i px = _mm256_cvtepu8_epi32(_mm_unpacklo_epi32(_mm_cvtsi32_si128(v0), _mm_cvtsi32_si128(v1)));
-      const __m256i kk = _mm256_set_m128i(_mm_set1_epi32(k1[j]), _mm_set1_epi32(k0[j]));
-      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(px, kk));
+// The horizontal taps as plain pointers (a thread_local object costs a TLS
+// lookup per access inside a shared library).
+struct RowTaps {
+  const int32_t *start, *len, *weight, *pair_hi, *pair_lo;
+  int ksize, kpairs;
+};
+
+// Outputs [x0, x1) of one row of the horizontal pass, scalar, to out + 3 * x.
+// `in` holds the row's pixels from column `first` on, up to column `end`.
+void HorizontalRowScalar(const uint8_t* in, int64_t first, int64_t /*end*/, uint8_t* out, int64_t x0, int64_t x1,
+                         const RowTaps& t) {
+  for (int64_t x = x0; x < x1; ++x) {
+    const uint8_t* p = in + (t.start[x] - first) * 3;
+    const int32_t* k = t.weight + x * t.ksize;
+    int32_t r = 1 << (kPrecisionBits - 1), g = r, b = r;
+    for (int32_t j = 0, n = t.len[x]; j < n; ++j, p += 3) {
+      r += p[0] * k[j];
+      g += p[1] * k[j];
+      b += p[2] * k[j];
     }
-    acc = _mm256_srai_epi32(acc, kPrecisionBits);
-    const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(acc, acc), acc);  // per 128-bit lane
-    const int32_t rgb0 = _mm_cvtsi128_si32(_mm256_castsi256_si128(packed));
-    const int32_t rgb1 = _mm_cvtsi128_si32(_mm256_extracti128_si256(packed, 1));
-    std::memcpy(out, &rgb0, 3);
-    std::memcpy(out + 3, &rgb1, 3);
+    out[3 * x] = Clip8(r);
+    out[3 * x + 1] = Clip8(g);
+    out[3 * x + 2] = Clip8(b);
   }
-  if (x < w) HorizontalRowSse41(in, first, end, out, w - x, starts + x, lens + x, weights + x * ks, ks);
 }
 
-using HorizontalRowFn = void (*)(const uint8_t*, int64_t, int64_t, uint8_t*, int64_t, const int32_t*,
-                                 const int32_t*, const int32_t*, int);
-const HorizontalRowFn HorizontalRow = Cpu().avx2    ? HorizontalRowAvx2
-                                      : Cpu().sse41 ? HorizontalRowSse41
-                                                    : HorizontalRowScalar;
+// The same with SSE4.1: a pixel's three channels in the lanes of one
+// register (four bytes loaded; the fourth, the next pixel's red, is
+// ignored), so a tap is one widen, one 32-bit multiply, one add.  The
+// arithmetic is the scalar one's, lane by lane: the results are identical.
+__attribute__((target("sse4.1"))) void HorizontalRowSse41(const uint8_t* in, int64_t first, int64_t end,
+                                                           uint8_t* out, int64_t x0, int64_t x1, const RowTaps& t) {
+  const __m128i half = _mm_set1_epi32(1 << (kPrecisionBits - 1));
+  for (int64_t x = x0; x < x1; ++x) {
+    const int32_t n = t.len[x];
+    if (t.start[x] + n >= end) {  // the last pixel's fourth byte would be past the row
+      HorizontalRowScalar(in, first, end, out, x, x + 1, t);
+      continue;
+    }
+    const uint8_t* p = in + (t.start[x] - first) * 3;
+    const int32_t* k = t.weight + x * t.ksize;
+    __m128i acc = half;
+    for (int32_t j = 0; j < n; ++j, p += 3) {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      const __m128i px = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(v));
+      acc = _mm_add_epi32(acc, _mm_mullo_epi32(px, _mm_set1_epi32(k[j])));
+    }
+    acc = _mm_srai_epi32(acc, kPrecisionBits);
+    const __m128i packed = _mm_packus_epi16(_mm_packs_epi32(acc, acc), acc);  // saturates to 0..255
+    const int32_t rgb = _mm_cvtsi128_si32(packed);
+    std::memcpy(out + 3 * x, &rgb, 3);
+  }
+}
 
-}  // namespace
+// With AVX2: two output pixels per register (one per 128-bit lane), two
+// taps per step, R rows at once (the rows share the taps, so each step's
+// weights are loaded once for all of them).  Eight bytes from a tap pair's
+// first pixel are shuffled to 16-bit (r0 r1 g0 g1 b0 b1 0 0), and
+// _mm256_madd_epi16 multiplies them by the pair's weights and adds each
+// channel's two products: once by the weights' high parts, once by the low
+// ones (Taps: weight = hi * 2048 + lo).  Then sum = (sum_hi << 11) + sum_lo,
+// which is the scalar sum exactly (every partial sum stays below 2^31), so
+// the pixels are the same.  Two outputs with tap lists of different lengths
+// run over the longer one (the other's extra weights are 0).
+template <int R>
+__attribute__((target("avx2"))) inline void HorizontalRowsAvx2(const uint8_t* in, int64_t in_stride, int64_t first,
+                                                               int64_t end, uint8_t* out, int64_t out_stride,
+                                                               int64_t x0, int64_t x1, const RowTaps& t) {
+  const __m256i half = _mm256_set1_epi32(1 << (kPrecisionBits - 1));
+  const __m256i spread = _mm256_broadcastsi128_si256(
+      _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1));
+  const __m256i lanes = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  int64_t x = x0;
+  for (; x + 1 < x1; x += 2) {
+    const int32_t pairs = (std::max(t.len[x], t.len[x + 1]) + 1) / 2;
+    // Eight bytes from the last pair's first pixel must lie inside the row.
+    if (t.start[x] + 2 * pairs >= end || t.start[x + 1] + 2 * pairs >= end || pairs > t.kpairs) break;
+    const uint8_t* p0 = in + (t.start[x] - first) * 3;
+    const uint8_t* p1 = in + (t.start[x + 1] - first) * 3;
+    const int32_t* hi = t.pair_hi + x * t.kpairs;
+    const int32_t* lo = t.pair_lo + x * t.kpairs;
+    __m256i acc_hi[R], acc_lo[R];
+    for (int r = 0; r < R; ++r) acc_hi[r] = _mm256_setzero_si256(), acc_lo[r] = half;
+    for (int32_t j = 0; j < pairs; ++j, p0 += 6, p1 += 6) {
+      // The two outputs' packed weights for pair j: lane 0 gets x's, lane 1 x+1's.
+      const __m256i wh = _mm256_permutevar8x32_epi32(
+          _mm256_castsi128_si256(_mm_unpacklo_epi32(_mm_cvtsi32_si128(hi[j]), _mm_cvtsi32_si128(hi[j + t.kpairs]))),
+          lanes);
+      const __m256i wl = _mm256_permutevar8x32_epi32(
+          _mm256_castsi128_si256(_mm_unpacklo_epi32(_mm_cvtsi32_si128(lo[j]), _mm_cvtsi32_si128(lo[j + t.kpairs]))),
+          lanes);
+      for (int r = 0; r < R; ++r) {
+        int64_t v0, v1;
+        std::memcpy(&v0, p0 + r * in_stride, 8);
+        std::memcpy(&v1, p1 + r * in_stride, 8);
+        const __m256i px = _mm256_shuffle_epi8(
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_cvtsi64_si128(v0)), _mm_cvtsi64_si128(v1), 1), spread);
+        acc_hi[r] = _mm256_add_epi32(acc_hi[r], _mm256_madd_epi16(px, wh));
+        acc_lo[r] = _mm256_add_epi32(acc_lo[r], _mm256_madd_epi16(px, wl));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      __m256i acc = _mm256_add_epi32(_mm256_slli_epi32(acc_hi[r], kSplitBits), acc_lo[r]);
+      acc = _mm256_srai_epi32(acc, kPrecisionBits);
+      const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(acc, acc), acc);  // per 128-bit lane
+      const int32_t rgb0 = _mm_cvtsi128_si32(_mm256_castsi256_si128(packed));
+      const int32_t rgb1 = _mm_cvtsi128_si32(_mm256_extracti128_si256(packed, 1));
+      std::memcpy(out + r * out_stride + 3 * x, &rgb0, 3);
+      std::memcpy(out + r * out_stride + 3 * x + 3, &rgb1, 3);
+    }
+  }
+  for (int r = 0; r < R && x < x1; ++r)  // the rest, one at a time
+    HorizontalRowSse41(in + r * in_stride, first, end, out + r * out_stride, x, x1, t);
+}
 
-void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t top, int64_t left, int64_t h,
-                    int64_t w, uint8_t* dst) {
+__attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, int64_t in_stride, int64_t first,
+                                                        int64_t end, uint8_t* out, int64_t out_stride, int64_t rows,
+                                                        int64_t x0, int64_t x1, const RowTaps& t) {
+  int64_t y = 0;
+  for (; y + 4 <= rows; y += 4)
+    HorizontalRowsAvx2<4>(in + y * in_stride, in_stride, first, end, out + y * out_stride, out_stride, x0, x1, t);
+  for (; y < rows; ++y)
+    HorizontalRowsAvx2<1>(in + y * in_stride, in_stride, first, end, out + y * out_stride, out_stride, x0, x1, t);
+}
+
+// The scalar and SSE4.1 passes over `rows` rows.
+template <void (*Row)(const uint8_t*, int64_t, int64_t, uint8_t*, int64_t, int64_t, const RowTaps&)>
+void EachRow(const uint8_t* in, int64_t in_stride, int64_t first, int64_t end, uint8_t* out, int64_t out_stride,
+             int64_t rows, int64_t x0, int64_t x1, const RowTaps& t) {
+  for (int64_t y = 0; y < rows; ++y) Row(in + y * in_stride, first, end, out + y * out_stride, x0, x1, t);
+}
+
+// The horizontal pass over `rows` rows `in_stride` bytes apart, outputs
+// [x0, x1) of each to out + y * out_stride + 3 * x.
+using HorizontalRowFn = void (*)(const uint8_t*, int64_t, int64_t, int64_t, uint8_t*, int64_t, int64_t, int64_t,
+                                 int64_t, const RowTaps&);
+
+HorizontalRowFn HorizontalRowOf(RowKernel k) {
+  switch (k) {
+    case RowKernel::kScalar: return EachRow<HorizontalRowScalar>;
+    case RowKernel::kSse41: return EachRow<HorizontalRowSse41>;
+    case RowKernel::kAvx2: return HorizontalRowAvx2;
+    case RowKernel::kBest: break;
+  }
+  return Cpu().avx2 ? HorizontalRowAvx2 : Cpu().sse41 ? EachRow<HorizontalRowSse41> : EachRow<HorizontalRowScalar>;
+}
+
+void ResizeWith(HorizontalRowFn horizontal_row, const RgbView& src, int64_t out_h, int64_t out_w, int64_t top,
+                int64_t left, int64_t h, int64_t w, uint8_t* dst) {
   thread_local Taps hx, vy;
   thread_local std::vector<uint8_t> mid;
   const bool need_h = out_w != src.width;
@@ -208,16 +284,10 @@ void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t to
   if (need_h) {
     ComputeTaps(src.width, out_w, left, w, &hx);
     mid.resize(static_cast<size_t>(rows * w * 3));
-    // Plain pointers: thread_local objects cost a TLS lookup per access
-    // inside a shared library.
-    const int ks = hx.ksize;
-    const int32_t* starts = hx.start.data();
-    const int32_t* lens = hx.len.data();
-    const int32_t* weights = hx.weight.data();
-    uint8_t* mid_data = mid.data();
-    for (int64_t y = 0; y < rows; ++y)
-      HorizontalRow(src.Pixel(row0 + y, src.left), src.left, src.stored_end(), mid_data + y * w * 3, w, starts, lens,
-                    weights, ks);
+    const RowTaps taps{hx.start.data(), hx.len.data(), hx.weight.data(), hx.pair_hi.data(),
+                       hx.pair_lo.data(), hx.ksize,      hx.kpairs};
+    horizontal_row(src.Pixel(row0, src.left), src.stride, src.left, src.stored_end(), mid.data(), w * 3, rows, 0, w,
+                   taps);
     hsrc = mid.data();
     hstride = w * 3;
   } else {
@@ -242,6 +312,19 @@ void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t to
     VerticalRow(hsrc + (starts[y] - row0) * hstride, hstride, lens[y], weights + y * ks, acc, row_bytes,
                 dst + y * row_bytes);
   }
+}
+
+}  // namespace
+
+void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t top, int64_t left, int64_t h,
+                    int64_t w, uint8_t* dst) {
+  static const HorizontalRowFn best = HorizontalRowOf(RowKernel::kBest);
+  ResizeWith(best, src, out_h, out_w, top, left, h, w, dst);
+}
+
+void ResizeBilinearWith(RowKernel kernel, const RgbView& src, int64_t out_h, int64_t out_w, int64_t top, int64_t left,
+                        int64_t h, int64_t w, uint8_t* dst) {
+  ResizeWith(HorizontalRowOf(kernel), src, out_h, out_w, top, left, h, w, dst);
 }
 
 void SourceSpan(int64_t in_size, int64_t out_size, int64_t first, int64_t count, int64_t* lo, int64_t* hi) {

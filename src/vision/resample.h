@@ -28,6 +28,13 @@ struct RgbView {
 void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t top, int64_t left, int64_t h,
                     int64_t w, uint8_t* dst);
 
+// The horizontal pass's implementations, for tests that hold each to the
+// scalar one (all compute the same integers).  kBest: the fastest this CPU
+// runs, which ResizeBilinear uses; naming one the CPU lacks is undefined.
+enum class RowKernel { kScalar, kSse41, kAvx2, kBest };
+void ResizeBilinearWith(RowKernel kernel, const RgbView& src, int64_t out_h, int64_t out_w, int64_t top, int64_t left,
+                        int64_t h, int64_t w, uint8_t* dst);
+
 // The source pixels [*lo, *hi) along one axis that outputs [first,
 // first + count) of a resize from in_size to out_size read.
 void SourceSpan(int64_t in_size, int64_t out_size, int64_t first, int64_t count, int64_t* lo, int64_t* hi);

@@ -80,6 +80,44 @@ TEST(ImagePipeline, NormalizeWritesFloatPlanes) {
                                           static_cast<float>(norm.stddev[c]));
 }
 
+// Large float outputs take the streamed (non-temporal) writer: its values
+// equal the formula's for every pixel, flipped or not, whatever the
+// destination's alignment, and for sizes it leaves to the plain writer.
+TEST(ImagePipeline, LargeFloatPlanesEqualTheFormulaFlippedOrNot) {
+  auto cast = Op(ImageOp::Kind::kToDtype);
+  cast.dtype = ElementType::kFloat32;
+  cast.scale = true;
+  auto norm = Op(ImageOp::Kind::kNormalize);
+  norm.mean = {0.485, 0.456, 0.406};
+  norm.stddev = {0.229, 0.224, 0.225};
+  for (int64_t h : {170, 171}) {  // 170 x 190 is a multiple of 4 pixels; 171 x 191 is not
+    const int64_t w = h + 20;
+    std::vector<uint8_t> rgb(static_cast<size_t>(h * w * 3));
+    for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 7 + i / 97);
+    for (double p : {0.0, 1.0}) {
+      auto flip = Op(ImageOp::Kind::kHorizontalFlip);
+      flip.p = p;
+      auto pipe = ImagePipeline::Make({flip, cast, norm}).value();
+      for (size_t offset : {0, 1, 2, 3}) {  // floats past a 16-byte boundary
+        std::vector<float> buf(static_cast<size_t>(3 * h * w) + 4, -1.0f);
+        ASSERT_TRUE(pipe->Run(rgb.data(), h, w, 0, reinterpret_cast<uint8_t*>(buf.data() + offset)).ok());
+        for (int c = 0; c < 3; ++c)
+          for (int64_t y = 0; y < h; ++y)
+            for (int64_t x = 0; x < w; ++x) {
+              const int64_t sx = p > 0 ? w - 1 - x : x;
+              const float want = (static_cast<float>(rgb[(y * w + sx) * 3 + c]) / 255.0f -
+                                  static_cast<float>(norm.mean[c])) /
+                                 static_cast<float>(norm.stddev[c]);
+              ASSERT_EQ(buf[offset + (c * h + y) * w + x], want) << h << " " << p << " " << offset << " " << c << " "
+                                                                 << y << " " << x;
+            }
+        for (size_t i = 0; i < offset; ++i) ASSERT_EQ(buf[i], -1.0f);
+        for (size_t i = offset + 3 * h * w; i < buf.size(); ++i) ASSERT_EQ(buf[i], -1.0f);
+      }
+    }
+  }
+}
+
 TEST(ImagePipeline, RandomStepsAreAFunctionOfTheWord) {
   const auto rgb = Gradient(50, 70);
   auto rrc = Op(ImageOp::Kind::kRandomResizedCrop, 16, 16);
