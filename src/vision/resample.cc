@@ -20,9 +20,9 @@ constexpr int kPrecisionBits = 32 - 8 - 2;
 
 // Taps of each output pixel in [first, first + count): source start, tap
 // count, and `ksize` fixed-point weights.  `pair_hi` and `pair_lo` hold the
-// same weights split at bit 11 (weight = hi * 2048 + lo, each part below
-// 2^15), two taps' parts packed as the 16-bit halves of one int32, `kpairs`
-// per output pixel: what _mm256_madd_epi16 multiplies by (HorizontalRowMadd).
+// same weights split at bit 11 (weight = hi * 2048 + lo, each part at most
+// 2^11), two taps' parts packed as the 16-bit halves of one int32, `kpairs`
+// per output pixel: what _mm256_madd_epi16 multiplies by (HorizontalRowsAvx2).
 struct Taps {
   int ksize = 0, kpairs = 0;
   std::vector<int32_t> start, len, weight, pair_hi, pair_lo;
