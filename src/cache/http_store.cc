@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cache/file_sink.h"
+#include "collate/collate_copy.h"
 #include "io/crc32c.h"
 
 namespace stoker {
@@ -278,8 +279,16 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
         return false;
       }
       k = static_cast<size_t>(std::min<uint64_t>(k, n - got));
-      std::memcpy(out + got, p, k);
-      arrived(k);
+      // The CRC from libcurl's buffer, which is in the cache, then a copy
+      // that leaves the cache alone (collate/collate_copy.h): the shard is
+      // read by a reader thread once it is all in, long after these bytes
+      // would have left this core's cache.
+      if (crc32c) {
+        crc = Crc32cExtend(Crc32cExtend(crc, out + summed, got - summed), p, k);
+        summed = got + k;
+      }
+      CollateCopy(out + got, p, k);
+      got += k;
       return true;  // bytes past n (a 200 from byte 0) are dropped, not an error
     });
     if (ignored_range) return ignored();

@@ -3,7 +3,9 @@
 // later by another process (the training loop), not by this core, so pulling
 // its lines into this core's cache first (what a plain memcpy's stores do)
 // only costs memory traffic and evicts the source (measured in
-// docs/benchmarks.md).  Smaller copies are a plain memcpy.
+// docs/benchmarks.md).  Smaller copies are a plain memcpy.  The streaming
+// cache's fetchers copy out of libcurl's buffer with it for the same reason:
+// a reader thread reads the shard once all of it is in.
 #ifndef STOKER_COLLATE_COLLATE_COPY_H_
 #define STOKER_COLLATE_COLLATE_COPY_H_
 
