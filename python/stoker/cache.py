@@ -151,7 +151,9 @@ class StreamingDataset(NativeDataset):
     can be fetched again) but stamped with their CRC-32C and boot, checked
     on first use after a reboot, and a shard a power cut tore is fetched
     again (stats(): verified_shards, torn_shards).  features= (TFRecord shards: name -> (dtype, shape)) or
-    fields= (tar shards, as stoker.io.TarShardDataset; None infers them).
+    fields= (tar shards, as stoker.io.TarShardDataset; None infers them from
+    the first shard, which the constructor then waits for, as it does for an
+    "npy" field; fields declared otherwise are known without a download).
     mode: "growing" (each epoch: the shards cached when it begins, at least
     min_shards, waiting for them; wait_timeout= seconds gives up) or "full"
     (each epoch: every shard, streamed; needs the samples column in the index;

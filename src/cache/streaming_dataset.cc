@@ -14,6 +14,7 @@
 #include "cache/streaming_impl.h"
 #include "core/cpu_affinity.h"
 #include "core/mix.h"
+#include "io/tar_shard_dataset.h"
 #include "io/tfrecord_dataset.h"
 
 namespace stoker {
@@ -70,6 +71,14 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     m.fields = o.features;
   } else {
     m.tar_decls = o.tar_fields;
+    // Declared fields make the specs here; otherwise (none declared, or an
+    // .npy field) the first shard gives them, and the open waits for it.
+    std::vector<FieldSpec> specs(m.tar_decls.size());
+    bool declared = !m.tar_decls.empty();
+    for (size_t f = 0; declared && f < m.tar_decls.size(); ++f) {
+      STOKER_ASSIGN_OR_RETURN(declared, DeclaredFieldSpec(m.tar_decls[f], what, &specs[f]));
+    }
+    if (declared) m.fields = std::move(specs);
   }
   m.open_store = [&m]() { return m.o.open_store ? m.o.open_store() : Store::Open(m.o.remote, m.o.store); };
   m.fetcher_cpu_set = fetcher_cpus;

@@ -86,32 +86,38 @@ Result<std::unique_ptr<TarShardDataset>> TarShardDataset::OpenFiles(std::vector<
   d->decls_ = std::move(fields);
   for (size_t f = 0; f < d->decls_.size(); ++f) {
     const TarFieldDecl& decl = d->decls_[f];
-    FieldSpec spec{decl.ext, ElementType::kUInt8, {}};
-    switch (decl.kind) {
-      case TarFieldKind::kRaw:
-        spec.dtype = decl.dtype;
-        spec.shape = decl.shape;
-        STOKER_RETURN_IF_ERROR(ValidateFieldSpec(spec, "TarShardDataset: field '" + decl.ext + "'"));
-        break;
-      case TarFieldKind::kInt: spec.dtype = ElementType::kInt64; break;
-      case TarFieldKind::kBytes: spec.variable = true; break;
-      case TarFieldKind::kNpy: {
-        const Sample& s = d->samples_[0];
-        if (s.member[f] < 0)
-          return Status::InvalidArgument("TarShardDataset: the first sample ('" + s.key + "' in " +
-                                         d->files_[s.shard].path() + ") has no '" + decl.ext +
-                                         "' member to take the field's dtype and shape from");
-        const TarMember& m = d->members_[s.shard][s.member[f]];
-        STOKER_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(d->files_[s.shard], m.data_offset, m.size,
-                                                           d->files_[s.shard].path() + ":" + m.path));
-        spec.dtype = h.dtype;
-        spec.shape = h.shape;
-        break;
-      }
+    FieldSpec spec;
+    STOKER_ASSIGN_OR_RETURN(bool declared, DeclaredFieldSpec(decl, "TarShardDataset", &spec));
+    if (!declared) {  // kNpy: the first sample's header
+      const Sample& s = d->samples_[0];
+      if (s.member[f] < 0)
+        return Status::InvalidArgument("TarShardDataset: the first sample ('" + s.key + "' in " +
+                                       d->files_[s.shard].path() + ") has no '" + decl.ext +
+                                       "' member to take the field's dtype and shape from");
+      const TarMember& m = d->members_[s.shard][s.member[f]];
+      STOKER_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(d->files_[s.shard], m.data_offset, m.size,
+                                                         d->files_[s.shard].path() + ":" + m.path));
+      spec.dtype = h.dtype;
+      spec.shape = h.shape;
     }
     d->specs_.push_back(std::move(spec));
   }
   return d;
+}
+
+Result<bool> DeclaredFieldSpec(const TarFieldDecl& decl, const std::string& what, FieldSpec* spec) {
+  *spec = FieldSpec{decl.ext, ElementType::kUInt8, {}};
+  switch (decl.kind) {
+    case TarFieldKind::kRaw:
+      spec->dtype = decl.dtype;
+      spec->shape = decl.shape;
+      STOKER_RETURN_IF_ERROR(ValidateFieldSpec(*spec, what + ": field '" + decl.ext + "'"));
+      return true;
+    case TarFieldKind::kInt: spec->dtype = ElementType::kInt64; return true;
+    case TarFieldKind::kBytes: spec->variable = true; return true;
+    case TarFieldKind::kNpy: return false;
+  }
+  return false;
 }
 
 Status TarShardDataset::Where(uint64_t index, const std::string& what) const {

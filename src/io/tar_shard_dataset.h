@@ -27,6 +27,11 @@ struct TarShardOptions {
   OnError on_error = OnError::kRaise;
 };
 
+// The field a declaration makes with no shard to look at, `what` naming it
+// in errors; false for kNpy, whose dtype and shape come from the first
+// sample.
+Result<bool> DeclaredFieldSpec(const TarFieldDecl& decl, const std::string& what, FieldSpec* spec);
+
 class TarShardDataset : public NativeDataset {
  public:
   // `fields` empty: inferred from the first sample.

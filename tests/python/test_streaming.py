@@ -924,6 +924,30 @@ def test_tar_shards_with_declared_or_inferred_fields_from_a_directory_and_over_h
         server.stop()
 
 
+@pytest.mark.parametrize("fields,waits", [({"r.bin": ("float32", (4,)), "cls": "int"}, False),
+                                          ({"x.npy": "npy", "cls": "int"}, True)], ids=["declared", "npy"])
+def test_declared_tar_fields_open_without_waiting_for_a_shard(tmp_path, fields, waits):
+    """Fields declared in full are known at once, so opening does not wait
+    for the first shard, whose transfer over a slow link can take as long
+    as the shard is large.  An .npy field takes its dtype and shape from
+    the first sample, so there the open still waits for a shard.  nginx
+    holds /slow/ to 4 KB/s: a shard of about 15 KB takes seconds."""
+    from stoker.io import write_tar_shards
+    src = tmp_path / "src"
+    src.mkdir()
+    write_tar_shards(str(src / "s-%03d.tar"), ({"x.npy": np.full(4, i, np.float32), "r.bin": np.full(4, i, np.float32),
+                                                 "cls": i} for i in range(20)), maxcount=5)
+    write_index(str(src))
+    server = Nginx(tmp_path / "nginx", str(src), slow_rate="4k").start()
+    try:
+        ds = StreamingDataset(server.url + "/slow", str(tmp_path / "cache"), max_bytes=0, mode="full", fields=fields)
+        assert (ds.stats()["downloads"] > 0) == waits
+        assert len(ds) == 20
+        ds.close()
+    finally:
+        server.stop()
+
+
 def test_a_cached_shard_torn_by_a_power_cut_is_found_and_fetched_again(server, www, tmp_path):
     local = str(tmp_path / "cache")
     ds = StreamingDataset(server.url, local, max_bytes=1 << 30, features=FEATURES, min_shards=N_SHARDS)
