@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
 
 #include <immintrin.h>
 
@@ -192,59 +193,57 @@ class Plan {
   int64_t top_ = 0, left_ = 0, h_, w_;
 };
 
+// Float planes of a large image bypass the CPU's caches (non-temporal
+// stores, four floats at a time): they go to a batch slot that this core
+// does not read again, and a regular store would first read each line in.
+constexpr int64_t kStreamBytes = 256 << 10;
+
+// One row of float planes o[0..2] so, with the values WritePlanes's loops
+// give.  Plain stores up to a 16-byte boundary (the same for the three
+// planes: the caller checks that a plane is a multiple of 16 bytes), then
+// four at a time.
+void StreamFloatRow(const uint8_t* row, int64_t width, bool flip, const float* lut, float* const o[3]) {
+  auto at = [&](int c, int64_t x) { return lut[c * 256 + row[3 * (flip ? width - 1 - x : x) + c]]; };
+  int64_t x = 0;
+  for (; x < width && (reinterpret_cast<uintptr_t>(o[0] + x) & 15) != 0; ++x)
+    for (int c = 0; c < 3; ++c) o[c][x] = at(c, x);
+  for (; x + 4 <= width; x += 4)
+    for (int c = 0; c < 3; ++c) _mm_stream_ps(o[c] + x, _mm_setr_ps(at(c, x), at(c, x + 1), at(c, x + 2), at(c, x + 3)));
+  for (; x < width; ++x)
+    for (int c = 0; c < 3; ++c) o[c][x] = at(c, x);
+}
+
 // The view written CHW as elements of T, each byte of channel c through
-// lut[c * 256 + byte].
+// lut[c * 256 + byte]; `stream` (float only): with non-temporal stores.
 template <class T>
-void WritePlanes(const vision::RgbView& v, bool flip, const uint8_t* table, uint8_t* dst) {
+void WritePlanes(const vision::RgbView& v, bool flip, const uint8_t* table, uint8_t* dst, bool stream = false) {
   const T* lut = reinterpret_cast<const T*>(table);
   T* out = reinterpret_cast<T*>(dst);
   const int64_t plane = v.height * v.width;
   for (int64_t y = 0; y < v.height; ++y) {
     const uint8_t* row = v.data + y * v.stride;
-    T* o0 = out + y * v.width;
-    T* o1 = o0 + plane;
-    T* o2 = o1 + plane;
+    T* const o[3] = {out + y * v.width, out + y * v.width + plane, out + y * v.width + 2 * plane};
+    if constexpr (std::is_same_v<T, float>) {
+      if (stream) {
+        StreamFloatRow(row, v.width, flip, lut, o);
+        continue;
+      }
+    }
     if (!flip) {
       for (int64_t x = 0; x < v.width; ++x) {
-        o0[x] = lut[row[3 * x]];
-        o1[x] = lut[256 + row[3 * x + 1]];
-        o2[x] = lut[512 + row[3 * x + 2]];
+        o[0][x] = lut[row[3 * x]];
+        o[1][x] = lut[256 + row[3 * x + 1]];
+        o[2][x] = lut[512 + row[3 * x + 2]];
       }
     } else {
       for (int64_t x = 0, s = v.width - 1; x < v.width; ++x, --s) {
-        o0[x] = lut[row[3 * s]];
-        o1[x] = lut[256 + row[3 * s + 1]];
-        o2[x] = lut[512 + row[3 * s + 2]];
+        o[0][x] = lut[row[3 * s]];
+        o[1][x] = lut[256 + row[3 * s + 1]];
+        o[2][x] = lut[512 + row[3 * s + 2]];
       }
     }
   }
-}
-
-// Float planes of a large image bypass the CPU's caches (non-temporal
-// stores, four floats at a time): they go to a batch slot that this core
-// does not read again, and a regular store would first read each line in.
-// Values as WritePlanes<float>'s.
-constexpr int64_t kStreamBytes = 256 << 10;
-
-void StreamFloatPlanes(const vision::RgbView& v, bool flip, const uint8_t* table, uint8_t* dst) {
-  const float* lut = reinterpret_cast<const float*>(table);
-  float* out = reinterpret_cast<float*>(dst);
-  const int64_t plane = v.height * v.width;
-  for (int64_t y = 0; y < v.height; ++y) {
-    const uint8_t* row = v.data + y * v.stride;
-    float* o[3] = {out + y * v.width, out + y * v.width + plane, out + y * v.width + 2 * plane};
-    auto at = [&](int c, int64_t x) { return lut[c * 256 + row[3 * (flip ? v.width - 1 - x : x) + c]]; };
-    // Up to a 16-byte boundary (the same for the three planes: the caller
-    // checks that a plane is a multiple of 16 bytes), then four at a time.
-    int64_t x = 0;
-    for (; x < v.width && (reinterpret_cast<uintptr_t>(o[0] + x) & 15) != 0; ++x)
-      for (int c = 0; c < 3; ++c) o[c][x] = at(c, x);
-    for (; x + 4 <= v.width; x += 4)
-      for (int c = 0; c < 3; ++c) _mm_stream_ps(o[c] + x, _mm_setr_ps(at(c, x), at(c, x + 1), at(c, x + 2), at(c, x + 3)));
-    for (; x < v.width; ++x)
-      for (int c = 0; c < 3; ++c) o[c][x] = at(c, x);
-  }
-  _mm_sfence();  // the streamed stores are visible before the slot is handed on
+  if (stream) _mm_sfence();  // the streamed stores are visible before the slot is handed on
 }
 
 bool IsCrop(Kind k) { return k == Kind::kCenterCrop || k == Kind::kRandomCrop || k == Kind::kRandomResizedCrop; }
@@ -512,11 +511,9 @@ Status ImagePipeline::Run(const uint8_t* rgb, int64_t h, int64_t w, uint64_t ran
       WritePlanes<uint16_t>(out, plan.flipped(), table_.data(), dst);
       break;
     case 4:
-      if (dtype_ == ElementType::kFloat32 && out.height * out.width * 12 >= kStreamBytes &&
-          (out.height * out.width) % 4 == 0 && reinterpret_cast<uintptr_t>(dst) % 4 == 0)
-        StreamFloatPlanes(out, plan.flipped(), table_.data(), dst);
-      else
-        WritePlanes<float>(out, plan.flipped(), table_.data(), dst);
+      WritePlanes<float>(out, plan.flipped(), table_.data(), dst,
+                         dtype_ == ElementType::kFloat32 && out.height * out.width * 12 >= kStreamBytes &&
+                             (out.height * out.width) % 4 == 0 && reinterpret_cast<uintptr_t>(dst) % 4 == 0);
       break;
     default:
       WritePlanes<double>(out, plan.flipped(), table_.data(), dst);

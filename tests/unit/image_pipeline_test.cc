@@ -62,16 +62,23 @@ TEST(ImagePipeline, CenterCropPadsWithZerosAndFlipMirrors) {
       }
 }
 
-TEST(ImagePipeline, NormalizeWritesFloatPlanes) {
-  std::vector<uint8_t> rgb(2 * 2 * 3);
-  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 20);
+// ToDtype(float32, scale=True), then Normalize(mean, std).
+std::vector<ImageOp> ToFloatAndNormalize(std::vector<double> mean, std::vector<double> stddev) {
   auto cast = Op(ImageOp::Kind::kToDtype);
   cast.dtype = ElementType::kFloat32;
   cast.scale = true;
   auto norm = Op(ImageOp::Kind::kNormalize);
-  norm.mean = {0.1, 0.2, 0.3};
-  norm.stddev = {0.5, 0.25, 2.0};
-  auto p = ImagePipeline::Make({cast, norm}).value();
+  norm.mean = std::move(mean);
+  norm.stddev = std::move(stddev);
+  return {cast, norm};
+}
+
+TEST(ImagePipeline, NormalizeWritesFloatPlanes) {
+  std::vector<uint8_t> rgb(2 * 2 * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 20);
+  const auto ops = ToFloatAndNormalize({0.1, 0.2, 0.3}, {0.5, 0.25, 2.0});
+  const ImageOp& norm = ops[1];
+  auto p = ImagePipeline::Make(ops).value();
   std::vector<float> out(12);
   ASSERT_TRUE(p->Run(rgb.data(), 2, 2, 0, reinterpret_cast<uint8_t*>(out.data())).ok());
   for (int c = 0; c < 3; ++c)
@@ -84,12 +91,8 @@ TEST(ImagePipeline, NormalizeWritesFloatPlanes) {
 // equal the formula's for every pixel, flipped or not, whatever the
 // destination's alignment, and for sizes it leaves to the plain writer.
 TEST(ImagePipeline, LargeFloatPlanesEqualTheFormulaFlippedOrNot) {
-  auto cast = Op(ImageOp::Kind::kToDtype);
-  cast.dtype = ElementType::kFloat32;
-  cast.scale = true;
-  auto norm = Op(ImageOp::Kind::kNormalize);
-  norm.mean = {0.485, 0.456, 0.406};
-  norm.stddev = {0.229, 0.224, 0.225};
+  const auto ops = ToFloatAndNormalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225});
+  const ImageOp& norm = ops[1];
   for (int64_t h : {170, 171}) {  // 170 x 190 is a multiple of 4 pixels; 171 x 191 is not
     const int64_t w = h + 20;
     std::vector<uint8_t> rgb(static_cast<size_t>(h * w * 3));
@@ -97,7 +100,7 @@ TEST(ImagePipeline, LargeFloatPlanesEqualTheFormulaFlippedOrNot) {
     for (double p : {0.0, 1.0}) {
       auto flip = Op(ImageOp::Kind::kHorizontalFlip);
       flip.p = p;
-      auto pipe = ImagePipeline::Make({flip, cast, norm}).value();
+      auto pipe = ImagePipeline::Make({flip, ops[0], ops[1]}).value();
       for (size_t offset : {0, 1, 2, 3}) {  // floats past a 16-byte boundary
         std::vector<float> buf(static_cast<size_t>(3 * h * w) + 4, -1.0f);
         ASSERT_TRUE(pipe->Run(rgb.data(), h, w, 0, reinterpret_cast<uint8_t*>(buf.data() + offset)).ok());
