@@ -204,14 +204,13 @@ def main():
                for f in fetchers}
     if a.base_site:
         nocache[(fetchers[0], a.base_site)] = "  the same, base build"
-    try:
-        if a.no_mosaic:
-            raise ImportError
-        import_mosaic()
-        mosaic = True
-    except ImportError:
-        mosaic = False
-        print("(MosaicML Streaming is not installed: pip install mosaicml-streaming to measure it too)")
+    mosaic = False
+    if not a.no_mosaic:
+        try:
+            import_mosaic()
+            mosaic = True
+        except ImportError:
+            print("(MosaicML Streaming is not installed: pip install mosaicml-streaming to measure it too)")
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
         src = os.path.join(tmp, "src")
         os.makedirs(src)

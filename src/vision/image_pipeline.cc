@@ -198,10 +198,10 @@ class Plan {
 // does not read again, and a regular store would first read each line in.
 constexpr int64_t kStreamBytes = 256 << 10;
 
-// One row of float planes o[0..2] so, with the values WritePlanes's loops
-// give.  Plain stores up to a 16-byte boundary (the same for the three
-// planes: the caller checks that a plane is a multiple of 16 bytes), then
-// four at a time.
+// One row into the float planes o[0..2], with the values WritePlanes's
+// loops give.  Plain stores up to a 16-byte boundary (the same for the
+// three planes: the caller checks that a plane is a multiple of 16 bytes),
+// then four at a time.
 void StreamFloatRow(const uint8_t* row, int64_t width, bool flip, const float* lut, float* const o[3]) {
   auto at = [&](int c, int64_t x) { return lut[c * 256 + row[3 * (flip ? width - 1 - x : x) + c]]; };
   int64_t x = 0;
