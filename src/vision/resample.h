@@ -28,9 +28,11 @@ struct RgbView {
 void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t top, int64_t left, int64_t h,
                     int64_t w, uint8_t* dst);
 
-// The horizontal pass's implementations, for tests that hold each to the
-// scalar one (all compute the same integers).  kBest: the fastest this CPU
-// runs, which ResizeBilinear uses; naming one the CPU lacks is undefined.
+// The two passes' implementations, for tests that hold each to the scalar
+// ones (all compute the same integers): kScalar and kSse41 run the vertical
+// pass as the compiler vectorises it for the baseline, kAvx2 both passes
+// with AVX2.  kBest: the fastest this CPU runs, which ResizeBilinear uses;
+// naming one the CPU lacks is undefined.
 enum class RowKernel { kScalar, kSse41, kAvx2, kBest };
 void ResizeBilinearWith(RowKernel kernel, const RgbView& src, int64_t out_h, int64_t out_w, int64_t top, int64_t left,
                         int64_t h, int64_t w, uint8_t* dst);

@@ -41,7 +41,7 @@ TEST(Resample, ConstantStaysConstant) {
   for (uint8_t b : out) EXPECT_EQ(b, 77);
 }
 
-// Every horizontal kernel this CPU runs gives the scalar kernel's bytes:
+// Every kernel this CPU runs (both passes) gives the scalar kernels' bytes:
 // random pixels (the sums reach every bit of the fixed-point weights),
 // downscales from 1x to 7x and upscales (tap lists of 3 to 15, odd and even),
 // windows anywhere, and views holding only part of the image (the kernels'
