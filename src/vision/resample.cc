@@ -110,6 +110,13 @@ void VerticalRowBase(const uint8_t* in, int64_t stride, int32_t n, const int32_t
   VerticalRowBody(in, stride, n, k, acc, row_bytes, out);
 }
 
+// The AVX2 kernels' sums, put back together: (sum by the weights' high
+// parts << 11) + sum by the low parts (which holds the rounding half), then
+// the fixed point's shift.  The scalar pass's value exactly.
+__attribute__((target("avx2"))) inline __m256i FromParts(__m256i hi, __m256i lo) {
+  return _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, kSplitBits), lo), kPrecisionBits);
+}
+
 // With AVX2: sixteen bytes of the row at a time, two source rows per step,
 // the sums kept in registers across the taps.  The two rows' bytes are
 // interleaved as 16-bit pairs and _mm256_madd_epi16 multiplies them by the
@@ -134,9 +141,7 @@ __attribute__((target("avx2"))) void VerticalRowAvx2(const uint8_t* in, int64_t 
       a_lo = _mm256_add_epi32(a_lo, _mm256_madd_epi16(lo, wl));
       b_lo = _mm256_add_epi32(b_lo, _mm256_madd_epi16(hi, wl));
     }
-    const __m256i a = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(a_hi, kSplitBits), a_lo), kPrecisionBits);
-    const __m256i b = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(b_hi, kSplitBits), b_lo), kPrecisionBits);
-    const __m256i words = _mm256_packs_epi32(a, b);           // bytes 0-7 | 8-15, as 16-bit
+    const __m256i words = _mm256_packs_epi32(FromParts(a_hi, a_lo), FromParts(b_hi, b_lo));           // bytes 0-7 | 8-15, as 16-bit
     const __m256i bytes = _mm256_packus_epi16(words, words);  // saturates to 0..255, per lane
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
                      _mm256_castsi256_si128(_mm256_permute4x64_epi64(bytes, 0x08)));  // lanes' low halves
@@ -212,6 +217,15 @@ __attribute__((target("sse4.1"))) void HorizontalRowSse41(const uint8_t* in, int
 // which is the scalar sum exactly (every partial sum stays below 2^31), so
 // the pixels are the same.  Two outputs with tap lists of different lengths
 // run over the longer one (the other's extra weights are 0).
+// Two outputs' packed weights for one tap pair, w[0] (the first output's)
+// in every 32-bit lane of the low 128 bits, w[next] (the second's) in the
+// high 128 bits.
+__attribute__((target("avx2"))) inline __m256i TwoOutputs(const int32_t* w, int next) {
+  return _mm256_permutevar8x32_epi32(
+      _mm256_castsi128_si256(_mm_unpacklo_epi32(_mm_cvtsi32_si128(w[0]), _mm_cvtsi32_si128(w[next]))),
+      _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
 template <int R>
 __attribute__((target("avx2"))) inline void HorizontalRowsAvx2(const uint8_t* in, int64_t in_stride, int64_t first,
                                                                int64_t end, uint8_t* out, int64_t out_stride,
@@ -219,7 +233,6 @@ __attribute__((target("avx2"))) inline void HorizontalRowsAvx2(const uint8_t* in
   const __m256i half = _mm256_set1_epi32(1 << (kPrecisionBits - 1));
   const __m256i spread = _mm256_broadcastsi128_si256(
       _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1));
-  const __m256i lanes = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
   int64_t x = x0;
   for (; x + 1 < x1; x += 2) {
     const int32_t pairs = (std::max(t.len[x], t.len[x + 1]) + 1) / 2;
@@ -232,13 +245,7 @@ __attribute__((target("avx2"))) inline void HorizontalRowsAvx2(const uint8_t* in
     __m256i acc_hi[R], acc_lo[R];
     for (int r = 0; r < R; ++r) acc_hi[r] = _mm256_setzero_si256(), acc_lo[r] = half;
     for (int32_t j = 0; j < pairs; ++j, p0 += 6, p1 += 6) {
-      // The two outputs' packed weights for pair j: lane 0 gets x's, lane 1 x+1's.
-      const __m256i wh = _mm256_permutevar8x32_epi32(
-          _mm256_castsi128_si256(_mm_unpacklo_epi32(_mm_cvtsi32_si128(hi[j]), _mm_cvtsi32_si128(hi[j + t.kpairs]))),
-          lanes);
-      const __m256i wl = _mm256_permutevar8x32_epi32(
-          _mm256_castsi128_si256(_mm_unpacklo_epi32(_mm_cvtsi32_si128(lo[j]), _mm_cvtsi32_si128(lo[j + t.kpairs]))),
-          lanes);
+      const __m256i wh = TwoOutputs(hi + j, t.kpairs), wl = TwoOutputs(lo + j, t.kpairs);
       for (int r = 0; r < R; ++r) {
         int64_t v0, v1;
         std::memcpy(&v0, p0 + r * in_stride, 8);
@@ -250,8 +257,7 @@ __attribute__((target("avx2"))) inline void HorizontalRowsAvx2(const uint8_t* in
       }
     }
     for (int r = 0; r < R; ++r) {
-      __m256i acc = _mm256_add_epi32(_mm256_slli_epi32(acc_hi[r], kSplitBits), acc_lo[r]);
-      acc = _mm256_srai_epi32(acc, kPrecisionBits);
+      const __m256i acc = FromParts(acc_hi[r], acc_lo[r]);
       const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(acc, acc), acc);  // per 128-bit lane
       const int32_t rgb0 = _mm_cvtsi128_si32(_mm256_castsi256_si128(packed));
       const int32_t rgb1 = _mm_cvtsi128_si32(_mm256_extracti128_si256(packed, 1));
