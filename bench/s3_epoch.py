@@ -239,7 +239,7 @@ def main():
                 settle(a.settle)
                 served = cpu_seconds(server.proc.pid)
                 r = in_child(kind, server, **spec)
-                cpu[row] = cpu.get(row, []) + [(r["cpu_s"] / gb, (cpu_seconds(server.proc.pid) - served) / gb)]
+                cpu.setdefault(row, []).append((r["cpu_s"] / gb, (cpu_seconds(server.proc.pid) - served) / gb))
                 # every object's bytes, every sample once
                 assert r["bytes"] == (int(gb * 1e9) if kind == "boto3" else samples * SAMPLE), (row, r, samples)
                 rows[row].append(gb / r["seconds"])
