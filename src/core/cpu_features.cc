@@ -17,13 +17,18 @@ CpuFeatures Read() {
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   f.sse41 = c & bit_SSE4_1;
   f.sse42 = c & bit_SSE4_2;
-  const bool os_saves_ymm = [&] {
-    if (!(c & bit_OSXSAVE) || !(c & bit_AVX)) return false;
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return (lo & 6) == 6;  // XMM and YMM state
-  }();
-  if (os_saves_ymm && __get_cpuid_count(7, 0, &a, &b, &c, &d)) f.avx2 = b & bit_AVX2;
+  uint32_t xcr0 = 0;
+  if ((c & bit_OSXSAVE) && (c & bit_AVX)) {
+    uint32_t hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(hi) : "c"(0));
+  }
+  const bool os_saves_ymm = (xcr0 & 0x06) == 0x06;  // XMM and YMM state
+  const bool os_saves_zmm = (xcr0 & 0xe6) == 0xe6;  // and the opmask and ZMM state
+  if (os_saves_ymm && __get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.avx2 = b & bit_AVX2;
+    f.avx512_vbmi_vnni = os_saves_zmm && (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) &&
+                         (c & bit_AVX512VBMI) && (c & bit_AVX512VNNI);
+  }
 #endif
   return f;
 }

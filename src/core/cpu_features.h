@@ -13,6 +13,10 @@ struct CpuFeatures {
   bool sse41 = false;
   bool sse42 = false;  // (with CRC32)
   bool avx2 = false;   // and the OS saves the YMM registers
+  // AVX-512 F, BW, VL, VBMI (byte permutes) and VNNI (multiply-adds that
+  // accumulate), and the OS saves the ZMM registers: Ice Lake, Sapphire
+  // Rapids and Zen 4 on.
+  bool avx512_vbmi_vnni = false;
 };
 
 // Read on first use; the same for the process's life.

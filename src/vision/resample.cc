@@ -279,6 +279,168 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, int64_
     HorizontalRowsAvx2<1>(in + y * in_stride, in_stride, first, end, out + y * out_stride, out_stride, x0, x1, t);
 }
 
+// With AVX-512 (BW, VL, VBMI, VNNI): four outputs per register, one per
+// 128-bit lane in HorizontalRowsAvx2's layout.  Where a group of four
+// consecutive outputs reads at most 21 source pixels (downscales up to about
+// 4x), a row's 64 bytes from the group's first pixel are loaded once, and
+// for each tap pair one byte permute (vpermb, indices made once per resize,
+// the rows share them) lays the four outputs' pixels out as 16-bit values;
+// vpdpwssd multiplies them by the split weights and adds them to the sums.
+// A group that reads more pixels goes to HorizontalRowsAvx2.  The same
+// integers again.
+#define STOKER_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni")))
+
+constexpr int kGroupPixels = 21;  // 63 bytes: what one 64-byte load holds
+
+// One group's tap pair: the byte indices into the 64 loaded bytes (even
+// bytes of a lane's first twelve: r0 r1 g0 g1 b0 b1, the rest zeroed by
+// kPairBytes), and the four outputs' packed weights, each in its lane's
+// four dwords.
+struct alignas(64) GroupPair {
+  uint8_t idx[64];
+  int32_t hi[16], lo[16];
+};
+
+// A group of four outputs: its first source pixel, its tap pairs in
+// `pairs`, or count 0 where it reads more than kGroupPixels pixels.
+struct Group {
+  int32_t base = 0, first_pair = 0, count = 0;
+};
+
+// The groups of outputs [x0, x0 + 4 * groups), from the taps.
+void MakeGroups(const RowTaps& t, int64_t x0, int64_t groups, std::vector<Group>* out,
+                std::vector<GroupPair>* pairs) {
+  out->assign(static_cast<size_t>(groups), Group{});
+  pairs->clear();
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t x = x0 + 4 * g;
+    const int32_t base = t.start[x];
+    int32_t count = 0, span = 0;
+    for (int o = 0; o < 4; ++o) {
+      count = std::max(count, (t.len[x + o] + 1) / 2);
+      span = std::max(span, t.start[x + o] - base + 2 * ((t.len[x + o] + 1) / 2));
+    }
+    Group& gr = (*out)[static_cast<size_t>(g)];
+    gr.base = base;
+    if (span > kGroupPixels || count > t.kpairs) continue;  // left to HorizontalRowsAvx2
+    gr.first_pair = static_cast<int32_t>(pairs->size());
+    gr.count = count;
+    for (int32_t j = 0; j < count; ++j) {
+      GroupPair p{};
+      for (int o = 0; o < 4; ++o) {
+        const int32_t px = t.start[x + o] - base + 2 * j;  // the pair's first pixel
+        for (int c = 0; c < 3; ++c)
+          for (int k = 0; k < 2; ++k) p.idx[16 * o + 4 * c + 2 * k] = static_cast<uint8_t>(3 * (px + k) + c);
+        for (int d = 0; d < 4; ++d) {
+          p.hi[4 * o + d] = t.pair_hi[(x + o) * t.kpairs + j];
+          p.lo[4 * o + d] = t.pair_lo[(x + o) * t.kpairs + j];
+        }
+      }
+      pairs->push_back(p);
+    }
+  }
+}
+
+template <int R>
+STOKER_AVX512 inline void HorizontalGroups512(const uint8_t* in, int64_t in_stride, int64_t first, int64_t end,
+                                              uint8_t* out, int64_t out_stride, int64_t x0, const Group* groups,
+                                              int64_t n, const GroupPair* pairs, const RowTaps& t) {
+  const __m512i half = _mm512_set1_epi32(1 << (kPrecisionBits - 1));
+  const __mmask64 pair_bytes = 0x0555055505550555ull;  // each lane's bytes 0, 2, .., 10
+  // Each lane's dword 0 (R, G, B, 0 as bytes) to twelve bytes.
+  const __m128i pack = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  for (int64_t g = 0; g < n; ++g) {
+    const int64_t x = x0 + 4 * g;
+    const Group& gr = groups[g];
+    if (gr.count == 0) {
+      HorizontalRowsAvx2<R>(in, in_stride, first, end, out, out_stride, x, x + 4, t);
+      continue;
+    }
+    const uint8_t* p = in + (gr.base - first) * 3;
+    const int64_t stored = (end - gr.base) * 3;  // bytes of the row from p on
+    const __mmask64 load = stored >= 64 ? ~0ull : (1ull << stored) - 1;  // (masked bytes are not read)
+    __m512i src[R], acc_hi[R], acc_lo[R];
+    for (int r = 0; r < R; ++r) {
+      src[r] = _mm512_maskz_loadu_epi8(load, p + r * in_stride);
+      acc_hi[r] = _mm512_setzero_si512();
+      acc_lo[r] = half;
+    }
+    for (const GroupPair* q = pairs + gr.first_pair; q < pairs + gr.first_pair + gr.count; ++q) {
+      const __m512i idx = _mm512_load_si512(q->idx), wh = _mm512_load_si512(q->hi), wl = _mm512_load_si512(q->lo);
+      for (int r = 0; r < R; ++r) {
+        const __m512i px = _mm512_maskz_permutexvar_epi8(pair_bytes, idx, src[r]);
+        acc_hi[r] = _mm512_dpwssd_epi32(acc_hi[r], px, wh);
+        acc_lo[r] = _mm512_dpwssd_epi32(acc_lo[r], px, wl);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      // (The masked forms with every lane on: GCC 12 warns that the plain
+      // ones' undefined source "may be used uninitialized".)
+      const __m512i sum = _mm512_add_epi32(_mm512_mask_slli_epi32(acc_lo[r], 0xffff, acc_hi[r], kSplitBits), acc_lo[r]);
+      const __m512i acc = _mm512_mask_srai_epi32(sum, 0xffff, sum, kPrecisionBits);
+      // Sums are never negative (the weights are not), so an unsigned
+      // saturation is Clip8.
+      const __m128i bytes = _mm_shuffle_epi8(_mm512_mask_cvtusepi32_epi8(_mm_setzero_si128(), 0xffff, acc), pack);
+      _mm_mask_storeu_epi8(out + r * out_stride + 3 * x, 0x0fff, bytes);
+    }
+  }
+}
+
+// The vertical pass the same way with AVX-512: thirty-two bytes of the row
+// per step (each 128-bit lane holds eight, as 16-bit values), the rest
+// through VerticalRowAvx2.
+STOKER_AVX512 void VerticalRowAvx512(const uint8_t* in, int64_t stride, int32_t n, const int32_t* k,
+                                     const int32_t* pair_hi, const int32_t* pair_lo, int32_t* acc, int64_t row_bytes,
+                                     uint8_t* out) {
+  const __m512i half = _mm512_set1_epi32(1 << (kPrecisionBits - 1));
+  int64_t i = 0;
+  for (; i + 32 <= row_bytes; i += 32) {
+    // a: each lane's first four bytes of its eight; b: the last four.
+    __m512i a_hi = _mm512_setzero_si512(), b_hi = a_hi, a_lo = half, b_lo = half;
+    for (int32_t j = 0; j < n; j += 2) {
+      const __m512i r0 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + j * stride + i)));
+      const __m512i r1 = j + 1 < n ? _mm512_cvtepu8_epi16(
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + (j + 1) * stride + i)))
+                                   : _mm512_setzero_si512();  // (no row past the taps is read)
+      const __m512i lo = _mm512_unpacklo_epi16(r0, r1), hi = _mm512_unpackhi_epi16(r0, r1);
+      const __m512i wh = _mm512_set1_epi32(pair_hi[j / 2]), wl = _mm512_set1_epi32(pair_lo[j / 2]);
+      a_hi = _mm512_dpwssd_epi32(a_hi, lo, wh);
+      b_hi = _mm512_dpwssd_epi32(b_hi, hi, wh);
+      a_lo = _mm512_dpwssd_epi32(a_lo, lo, wl);
+      b_lo = _mm512_dpwssd_epi32(b_lo, hi, wl);
+    }
+    const __m512i a = _mm512_add_epi32(_mm512_mask_slli_epi32(a_lo, 0xffff, a_hi, kSplitBits), a_lo);
+    const __m512i b = _mm512_add_epi32(_mm512_mask_slli_epi32(b_lo, 0xffff, b_hi, kSplitBits), b_lo);
+    const __m512i words = _mm512_packs_epi32(_mm512_mask_srai_epi32(a, 0xffff, a, kPrecisionBits),
+                                             _mm512_mask_srai_epi32(b, 0xffff, b, kPrecisionBits));  // in order
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm512_mask_cvtusepi16_epi8(_mm256_setzero_si256(), ~0u, words));  // saturates to 0..255
+  }
+  if (i < row_bytes) VerticalRowAvx2(in + i, stride, n, k, pair_hi, pair_lo, acc, row_bytes - i, out + i);
+}
+
+STOKER_AVX512 void HorizontalRowAvx512(const uint8_t* in, int64_t in_stride, int64_t first, int64_t end,
+                                       uint8_t* out, int64_t out_stride, int64_t rows, int64_t x0, int64_t x1,
+                                       const RowTaps& t) {
+  thread_local std::vector<Group> groups;
+  thread_local std::vector<GroupPair> pairs;
+  const int64_t n = (x1 - x0) / 4, xr = x0 + 4 * n;  // groups, and the outputs after them
+  MakeGroups(t, x0, n, &groups, &pairs);
+  const Group* g = groups.data();
+  const GroupPair* q = pairs.data();
+  int64_t y = 0;
+  for (; y + 4 <= rows; y += 4) {
+    HorizontalGroups512<4>(in + y * in_stride, in_stride, first, end, out + y * out_stride, out_stride, x0, g, n, q, t);
+    if (xr < x1)
+      HorizontalRowsAvx2<4>(in + y * in_stride, in_stride, first, end, out + y * out_stride, out_stride, xr, x1, t);
+  }
+  for (; y < rows; ++y) {
+    HorizontalGroups512<1>(in + y * in_stride, in_stride, first, end, out + y * out_stride, out_stride, x0, g, n, q, t);
+    if (xr < x1)
+      HorizontalRowsAvx2<1>(in + y * in_stride, in_stride, first, end, out + y * out_stride, out_stride, xr, x1, t);
+  }
+}
+
 // The scalar and SSE4.1 passes over `rows` rows.
 template <void (*Row)(const uint8_t*, int64_t, int64_t, uint8_t*, int64_t, int64_t, const RowTaps&)>
 void EachRow(const uint8_t* in, int64_t in_stride, int64_t first, int64_t end, uint8_t* out, int64_t out_stride,
@@ -302,9 +464,13 @@ Kernels KernelsOf(RowKernel k) {
     case RowKernel::kScalar: return {EachRow<HorizontalRowScalar>, VerticalRowBase};
     case RowKernel::kSse41: return {EachRow<HorizontalRowSse41>, VerticalRowBase};
     case RowKernel::kAvx2: return {HorizontalRowAvx2, VerticalRowAvx2};
+    case RowKernel::kAvx512: return {HorizontalRowAvx512, VerticalRowAvx512};
     case RowKernel::kBest: break;
   }
-  return Cpu().avx2 ? KernelsOf(RowKernel::kAvx2) : Cpu().sse41 ? KernelsOf(RowKernel::kSse41) : KernelsOf(RowKernel::kScalar);
+  return Cpu().avx512_vbmi_vnni ? KernelsOf(RowKernel::kAvx512)
+         : Cpu().avx2           ? KernelsOf(RowKernel::kAvx2)
+         : Cpu().sse41          ? KernelsOf(RowKernel::kSse41)
+                                : KernelsOf(RowKernel::kScalar);
 }
 
 void ResizeWith(const Kernels& kernels, const RgbView& src, int64_t out_h, int64_t out_w, int64_t top,

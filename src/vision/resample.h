@@ -31,9 +31,9 @@ void ResizeBilinear(const RgbView& src, int64_t out_h, int64_t out_w, int64_t to
 // The two passes' implementations, for tests that hold each to the scalar
 // ones (all compute the same integers): kScalar and kSse41 run the vertical
 // pass as the compiler vectorises it for the baseline, kAvx2 both passes
-// with AVX2.  kBest: the fastest this CPU runs, which ResizeBilinear uses;
+// with AVX2, kAvx512 both with AVX-512 (BW, VBMI, VNNI).  kBest: the fastest this CPU runs, which ResizeBilinear uses;
 // naming one the CPU lacks is undefined.
-enum class RowKernel { kScalar, kSse41, kAvx2, kBest };
+enum class RowKernel { kScalar, kSse41, kAvx2, kAvx512, kBest };
 void ResizeBilinearWith(RowKernel kernel, const RgbView& src, int64_t out_h, int64_t out_w, int64_t top, int64_t left,
                         int64_t h, int64_t w, uint8_t* dst);
 

@@ -50,6 +50,7 @@ TEST(Resample, EveryKernelEqualsTheScalarOne) {
   std::vector<vision::RowKernel> kernels;
   if (Cpu().sse41) kernels.push_back(vision::RowKernel::kSse41);
   if (Cpu().avx2) kernels.push_back(vision::RowKernel::kAvx2);
+  if (Cpu().avx512_vbmi_vnni) kernels.push_back(vision::RowKernel::kAvx512);
   if (kernels.empty()) GTEST_SKIP() << "this CPU has neither SSE4.1 nor AVX2";
   std::mt19937 rng(7);
   int compared = 0;
