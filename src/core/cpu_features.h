@@ -13,6 +13,7 @@ struct CpuFeatures {
   bool sse41 = false;
   bool sse42 = false;  // (with CRC32)
   bool avx2 = false;   // and the OS saves the YMM registers
+  bool bmi2 = false;   // BMI2 and LZCNT
   // AVX-512 F, BW, VL, VBMI (byte permutes) and VNNI (multiply-adds that
   // accumulate), and the OS saves the ZMM registers: Ice Lake, Sapphire
   // Rapids and Zen 4 on.

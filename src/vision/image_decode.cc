@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "vision/jpeg_runs.h"
+
 namespace stoker {
 
 namespace {
@@ -78,6 +80,7 @@ inline uint8_t MulDiv255(uint32_t a, uint32_t b) {
 }
 
 Result<ImageInfo> DecodeJpeg(const uint8_t* d, size_t n, uint64_t max_pixels, std::vector<uint8_t>* rgb) {
+  if (Status runs = JpegRuns(); !runs.ok()) return runs;
   tjhandle h = JpegHandle();
   if (!h) return Status::ResourceExhausted("TurboJPEG: cannot make a decompressor");
   int w = 0, ht = 0, subsamp = 0, colorspace = 0;
@@ -173,6 +176,7 @@ Status CheckImagePixels(int64_t height, int64_t width, uint64_t max_pixels) {
 
 Result<ImageInfo> ReadImageInfo(const uint8_t* data, size_t size) {
   if (IsJpeg(data, size)) {
+    if (Status runs = JpegRuns(); !runs.ok()) return runs;
     tjhandle h = JpegHandle();
     if (!h) return Status::ResourceExhausted("TurboJPEG: cannot make a decompressor");
     int w = 0, ht = 0, subsamp = 0, colorspace = 0;

@@ -13,6 +13,7 @@
 #include <jpeglib.h>
 
 #include "stoker/image.h"
+#include "vision/jpeg_runs.h"
 
 namespace stoker {
 
@@ -111,6 +112,7 @@ bool Choose(const void* f, int64_t height, int64_t width, ImageBox* box) {
 
 Result<ImageBox> DecodeJpegBox(const uint8_t* data, size_t size, const ChooseBox& choose, uint64_t max_pixels,
                                std::vector<uint8_t>* rgb, ImageInfo* info) {
+  if (Status runs = JpegRuns(); !runs.ok()) return runs;
   // A file cut short below the box would pass unnoticed: without its end
   // marker (EOI) near the end, it is decoded whole, which names the damage.
   bool ends = false;

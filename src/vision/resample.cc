@@ -374,8 +374,8 @@ STOKER_AVX512 inline void HorizontalGroups512(const uint8_t* in, int64_t in_stri
       }
     }
     for (int r = 0; r < R; ++r) {
-      // (The masked forms with every lane on: GCC 12 warns that the plain
-      // ones' undefined source "may be used uninitialized".)
+      // (Masked forms with every lane on: GCC 12 warns that the plain ones'
+      // undefined source "may be used uninitialized".)
       const __m512i sum = _mm512_add_epi32(_mm512_mask_slli_epi32(acc_lo[r], 0xffff, acc_hi[r], kSplitBits), acc_lo[r]);
       const __m512i acc = _mm512_mask_srai_epi32(sum, 0xffff, sum, kPrecisionBits);
       // Sums are never negative (the weights are not), so an unsigned
