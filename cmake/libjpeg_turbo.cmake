@@ -1,7 +1,7 @@
 # stoker.vision's libjpeg-turbo built from Debian 12's source (the same
 # 2.1.5 that libturbojpeg0-dev and libjpeg62-turbo-dev are built from),
 # static, when STOKER_JPEG_FROM_SOURCE is ON (scripts/run.sh turns it on).
-# Why: Debian's build costs the train item about 5% (docs/vision.md).  Its
+# Why: Debian's build costs the train item about 6% (docs/vision.md).  Its
 # hardening flags cost about 2%, and its baseline x86-64 about 3%: the
 # Huffman decoder's variable shifts compile to BMI2's shlx/shrx where the
 # compiler may use them.  BMI2 (with LZCNT) is used here when the building

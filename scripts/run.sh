@@ -18,10 +18,11 @@ apt_deps() {
   # records are checked with it); libjpeg-turbo and libspng: stoker.vision's
   # JPEG and PNG decoders; NASM: the module's libjpeg-turbo is built from
   # Debian's source with its SIMD code (STOKER_JPEG_FROM_SOURCE below,
-  # cmake/libjpeg_turbo.cmake says why).  The test run also needs GoogleTest, Google
-  # Benchmark, clang's libFuzzer (tests/fuzz), nginx (the HTTP store's tests
-  # serve files with it) and protobuf (its tf.train.Example class
-  # cross-checks stoker's own reader and writer of the wire format).
+  # cmake/libjpeg_turbo.cmake says why).  The test run also needs
+  # GoogleTest, Google Benchmark, clang's libFuzzer (tests/fuzz), nginx (the
+  # HTTP store's tests serve files with it) and protobuf (its
+  # tf.train.Example class cross-checks stoker's own reader and writer of
+  # the wire format).
   local pkgs=(g++ cmake ninja-build libcurl4-openssl-dev libisal-dev
               libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev nasm "$@")
   local missing=()

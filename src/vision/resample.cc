@@ -292,10 +292,12 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, int64_
 
 constexpr int kGroupPixels = 21;  // 63 bytes: what one 64-byte load holds
 
-// One group's tap pair: the byte indices into the 64 loaded bytes (even
-// bytes of a lane's first twelve: r0 r1 g0 g1 b0 b1, the rest zeroed by
-// kPairBytes), and the four outputs' packed weights, each in its lane's
-// four dwords.
+// One group's tap pair: the byte indices into the 64 loaded bytes (the
+// even bytes of a lane's first twelve: r0 r1 g0 g1 b0 b1; the permute's
+// mask, pair_bytes, zeroes the rest), and the four outputs' packed weights,
+// each in its lane's four dwords.  An output with fewer taps than the group
+// has weights of 0 past its own, so whatever byte its indices pick there
+// adds nothing.
 struct alignas(64) GroupPair {
   uint8_t idx[64];
   int32_t hi[16], lo[16];
