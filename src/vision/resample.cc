@@ -292,6 +292,13 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, int64_
 
 constexpr int kGroupPixels = 21;  // 63 bytes: what one 64-byte load holds
 
+// FromParts for sixteen sums.  (Masked forms with every lane on: GCC 12
+// warns that the plain ones' undefined source "may be used uninitialized".)
+STOKER_AVX512 inline __m512i FromParts512(__m512i hi, __m512i lo) {
+  const __m512i sum = _mm512_add_epi32(_mm512_mask_slli_epi32(lo, 0xffff, hi, kSplitBits), lo);
+  return _mm512_mask_srai_epi32(sum, 0xffff, sum, kPrecisionBits);
+}
+
 // One group's tap pair: the byte indices into the 64 loaded bytes (the
 // even bytes of a lane's first twelve: r0 r1 g0 g1 b0 b1; the permute's
 // mask, pair_bytes, zeroes the rest), and the four outputs' packed weights,
@@ -376,13 +383,10 @@ STOKER_AVX512 inline void HorizontalGroups512(const uint8_t* in, int64_t in_stri
       }
     }
     for (int r = 0; r < R; ++r) {
-      // (Masked forms with every lane on: GCC 12 warns that the plain ones'
-      // undefined source "may be used uninitialized".)
-      const __m512i sum = _mm512_add_epi32(_mm512_mask_slli_epi32(acc_lo[r], 0xffff, acc_hi[r], kSplitBits), acc_lo[r]);
-      const __m512i acc = _mm512_mask_srai_epi32(sum, 0xffff, sum, kPrecisionBits);
       // Sums are never negative (the weights are not), so an unsigned
       // saturation is Clip8.
-      const __m128i bytes = _mm_shuffle_epi8(_mm512_mask_cvtusepi32_epi8(_mm_setzero_si128(), 0xffff, acc), pack);
+      const __m128i bytes = _mm_shuffle_epi8(
+          _mm512_mask_cvtusepi32_epi8(_mm_setzero_si128(), 0xffff, FromParts512(acc_hi[r], acc_lo[r])), pack);
       _mm_mask_storeu_epi8(out + r * out_stride + 3 * x, 0x0fff, bytes);
     }
   }
@@ -411,10 +415,7 @@ STOKER_AVX512 void VerticalRowAvx512(const uint8_t* in, int64_t stride, int32_t 
       a_lo = _mm512_dpwssd_epi32(a_lo, lo, wl);
       b_lo = _mm512_dpwssd_epi32(b_lo, hi, wl);
     }
-    const __m512i a = _mm512_add_epi32(_mm512_mask_slli_epi32(a_lo, 0xffff, a_hi, kSplitBits), a_lo);
-    const __m512i b = _mm512_add_epi32(_mm512_mask_slli_epi32(b_lo, 0xffff, b_hi, kSplitBits), b_lo);
-    const __m512i words = _mm512_packs_epi32(_mm512_mask_srai_epi32(a, 0xffff, a, kPrecisionBits),
-                                             _mm512_mask_srai_epi32(b, 0xffff, b, kPrecisionBits));  // in order
+    const __m512i words = _mm512_packs_epi32(FromParts512(a_hi, a_lo), FromParts512(b_hi, b_lo));  // in order
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
                         _mm512_mask_cvtusepi16_epi8(_mm256_setzero_si256(), ~0u, words));  // saturates to 0..255
   }
