@@ -101,6 +101,7 @@ struct StreamingStats {
   uint64_t streamed = 0;                         // kFull: downloaded into memory (no room in the cache)
   uint64_t stream_buffer_bytes = 0;              // memory those buffers hold (made as the fetchers need them)
   uint64_t stream_buffers = 0;                   // kFull: how many the pool may keep (stream_buffers, or chosen)
+  bool stream_huge_pages = false;                // kFull: they take huge pages (not where the host takes free memory back)
   uint64_t prefetches_dropped = 0;               // kFull: prefetched shards whose buffer went to one a reader waited for
   double hit_rate = 0;                           // hits / (hits + downloads)
   uint64_t bytes_downloaded = 0;

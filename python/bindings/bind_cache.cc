@@ -59,6 +59,7 @@ py::dict StatsDict(const StreamingStats& s) {
   d["streamed"] = s.streamed;
   d["stream_buffer_bytes"] = s.stream_buffer_bytes;
   d["stream_buffers"] = s.stream_buffers;
+  d["stream_huge_pages"] = s.stream_huge_pages;
   d["prefetches_dropped"] = s.prefetches_dropped;
   d["hit_rate"] = s.hit_rate;
   d["bytes_downloaded"] = s.bytes_downloaded;

@@ -6,9 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 
 #include "proc/proc_memory.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // (Linux 5.14; older headers)
+#endif
 
 namespace stoker {
 
@@ -20,7 +25,8 @@ Status StreamBufferPool::Configure(const StreamBufferSizing& sizing, bool needed
   what_ = what;
   sizing_ = sizing;
   // Whole huge pages for shards of one or more, whole pages below that.
-  const uint64_t unit = sizing.largest_shard >= (2 << 20) ? (2 << 20) : 4096;
+  huge_pages_ = sizing.huge_pages && sizing.largest_shard >= (2 << 20);
+  const uint64_t unit = huge_pages_ ? (2 << 20) : 4096;
   capacity_ = std::max<uint64_t>(unit, (sizing.largest_shard + unit - 1) / unit * unit);
   const Result<uint64_t> limit = MemoryLimitBytes();
   limit_ = limit.ok() ? limit.value() : 0;
@@ -76,8 +82,26 @@ Status StreamBufferPool::Add() {
   if (p == MAP_FAILED) return Status::ResourceExhausted("no memory for " + what);
   b->map = static_cast<uint8_t*>(p);
   b->capacity = capacity_;
-  if (capacity_ >= (2 << 20)) madvise(p, capacity_, MADV_HUGEPAGE);  // (advice: fine where the kernel has none)
+  // (advice: fine where the kernel has no huge pages; NOHUGEPAGE also
+  // where its default is "always")
+  madvise(p, capacity_, huge_pages_ ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   buffers_.push_back(std::move(b));
+  return Status::OK();
+}
+
+Status StreamBufferPool::Back(StreamBuffer* b, uint64_t bytes) const {
+  const uint64_t unit = huge_pages_ ? (2 << 20) : 4096;
+  const uint64_t want = std::min(b->capacity, (bytes + unit - 1) / unit * unit);
+  if (want <= b->backed) return Status::OK();
+  if (madvise(b->map + b->backed, want - b->backed, MADV_POPULATE_WRITE) != 0) {
+    if (errno == ENOMEM || errno == EFAULT || errno == EHWPOISON)
+      return Status::ResourceExhausted(
+          what_ + ": no memory for a stream buffer's " + std::to_string(want - b->backed) +
+          " bytes (the machine or this process's cgroup is out of memory); lower stream_buffers or "
+          "shuffle_window, or give the cache room on disk (max_bytes)");
+    return Status::OK();  // (EINVAL before Linux 5.14: the pages fault in as the shard arrives)
+  }
+  b->backed = want;
   return Status::OK();
 }
 

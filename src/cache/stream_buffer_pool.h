@@ -1,11 +1,15 @@
 // StreamBufferPool: the memory a full-mode StreamingDataset streams shards
 // into when its cache has no room for them.  A shard lives in one buffer
 // from its download until the readers are done with it.  The buffers are
-// anonymous memory (huge pages where the kernel has them), made once and
-// reused from shard to shard: no page is allocated, mapped or freed per
-// shard, and the readers read a shard in place.
+// anonymous memory, made once and reused from shard to shard: no page is
+// allocated, mapped or freed per shard, and the readers read a shard in
+// place.  Huge pages where the kernel has them, except on a guest whose
+// host takes free memory back (core/host_memory.h), where a fresh huge page
+// costs more than its 512 small ones.  A buffer's pages are backed in one
+// call before its first shard arrives (Back), not faulted in one by one as
+// the bytes land.
 //
-// Not thread-safe: the dataset calls it under its own mutex.
+// Not thread-safe: the dataset calls it under its own mutex (Back aside).
 #ifndef STOKER_CACHE_STREAM_BUFFER_POOL_H_
 #define STOKER_CACHE_STREAM_BUFFER_POOL_H_
 
@@ -24,6 +28,7 @@ struct StreamBuffer {
   uint8_t* map = nullptr;
   uint64_t capacity = 0;
   uint64_t size = 0;  // of the shard in it
+  uint64_t backed = 0;  // bytes from map on that the kernel has backed (Back)
   bool busy = false;
   // The epoch whose shard it holds.  An epoch left before its end (a loop
   // that breaks, an error) never releases the shards it had: once no reader
@@ -41,6 +46,9 @@ struct StreamBufferSizing {
   uint32_t stream_buffers = 0;  // asked for; 0: chosen (Configure)
   uint32_t window = 1;          // shuffle_window: shards the readers hold at once
   uint32_t fetchers = 1;
+  // Huge pages for shards of 2 MiB and up: the dataset's default is
+  // !HostReclaimsFreeMemory() (core/host_memory.h).
+  bool huge_pages = true;
 };
 
 class StreamBufferPool {
@@ -64,10 +72,18 @@ class StreamBufferPool {
   // buffers past a lower count are unmapped as they come back.
   void SetFetchers(uint32_t fetchers);
 
-  // One more buffer.  Its pages are filled as the shard arrives (the
-  // kernel zeroes each as it is first written, in the fetcher that writes
-  // it); Configure checked that the pool fits the memory.
+  // One more buffer, its pages not backed yet (Back); Configure checked
+  // that the pool fits the memory.
   Status Add();
+
+  // Backs b's first `bytes` (the shard about to arrive) with memory, in one
+  // MADV_POPULATE_WRITE for the pages not backed before: the kernel zeroes
+  // and maps them at about twice the rate of the page faults a download
+  // into untouched memory takes one page at a time (docs/benchmarks.md).
+  // Nothing to do on a buffer reused for a shard no larger.  Called by the
+  // fetcher that holds b, without the dataset's mutex: it touches b alone.
+  // An error: the machine (or its cgroup) has no memory for them.
+  Status Back(StreamBuffer* b, uint64_t bytes) const;
 
   // A free buffer for `owner`'s shard, or null.  A speculative fetch
   // leaves `reserve` buffers free (for the shards the readers will ask for
@@ -84,6 +100,7 @@ class StreamBufferPool {
   size_t count() const { return count_; }  // buffers the pool keeps
   size_t made() const { return buffers_.size(); }
   uint64_t capacity() const { return capacity_; }  // bytes of each
+  bool huge_pages() const { return huge_pages_; }   // whether the buffers take huge pages
   uint64_t bytes() const;                          // held now
 
  private:
@@ -92,6 +109,7 @@ class StreamBufferPool {
   StreamBufferSizing sizing_;
   size_t count_ = 0;
   uint64_t capacity_ = 0;
+  bool huge_pages_ = false;
   uint64_t limit_ = 0;  // the memory this process may use (0: unknown)
   std::vector<std::unique_ptr<StreamBuffer>> buffers_;
 };

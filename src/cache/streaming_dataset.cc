@@ -13,6 +13,7 @@
 
 #include "cache/streaming_impl.h"
 #include "core/cpu_affinity.h"
+#include "core/host_memory.h"
 #include "core/mix.h"
 #include "io/tar_shard_dataset.h"
 #include "io/tfrecord_dataset.h"
@@ -163,8 +164,9 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     // fetchers need them (an open that made and filled them all cost as
     // much as streaming a gigabyte).
     const bool streams = m.remote_bytes > o.max_bytes;
-    STOKER_RETURN_IF_ERROR(
-        m.buffers.Configure({m.max_shard, o.stream_buffers, o.shuffle_window, m.fetchers}, streams, m.Describe()));
+    STOKER_RETURN_IF_ERROR(m.buffers.Configure(
+        {m.max_shard, o.stream_buffers, o.shuffle_window, m.fetchers, !HostReclaimsFreeMemory()}, streams,
+        m.Describe()));
   }
   std::shared_ptr<StreamingDataset> d(new StreamingDataset(std::move(impl)));
   d->set_on_error(o.on_error);
@@ -281,6 +283,7 @@ StreamingStats StreamingDataset::stats() const {
   s.streamed = m.streamed;
   s.stream_buffer_bytes = m.buffers.bytes();
   s.stream_buffers = m.buffers.count();
+  s.stream_huge_pages = m.buffers.huge_pages();
   s.prefetches_dropped = m.prefetches_dropped;
   s.hit_rate = s.hits + s.downloads ? static_cast<double>(s.hits) / static_cast<double>(s.hits + s.downloads) : 0;
   s.bytes_downloaded = m.cache->bytes_downloaded() + m.stream_bytes;

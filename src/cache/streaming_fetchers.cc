@@ -339,6 +339,8 @@ StreamBuffer* StreamingDataset::Impl::TakeBackBufferLocked(const Epoch* of, int6
 // checks it against the index's CRC-32C.
 Status StreamingDataset::Impl::ReadIntoBuffer(Store& store, const ShardInfo& info, StreamBuffer* buf) {
   buf->size = info.size;  // its readers see exactly the shard
+  if (Status backed = buffers.Back(buf, info.size); !backed.ok())
+    return Status::FromCode(backed.code(), "shard " + info.name + ": " + backed.message());
   const uint64_t before = store.bytes_received();
   uint32_t crc = 0;  // (0 for an empty shard) computed as the bytes arrive
   Status st = info.size ? store.Read(info.name, 0, info.size, buf->map, info.has_crc ? &crc : nullptr) : Status::OK();

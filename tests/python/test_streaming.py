@@ -322,6 +322,7 @@ def test_full_mode_every_sample_once_per_epoch_through_a_small_cache(server, www
     # 2 * shuffle_window + fetchers buffers by default, in whole pages.
     assert st["stream_buffers"] == 2 * 2 + 2
     assert 0 < st["stream_buffer_bytes"] <= (2 * 2 + 2) * (shard_size(www) + 4095)
+    assert st["stream_huge_pages"] is False  # (shards under 2 MiB: whole small pages)
     assert mon.peak <= max_bytes
     assert mapped_shards(local) == set(), "shards a smaller cache may evict are not held between epochs"
     # Shard by shard: each stretch of 2 shards' samples (a shuffle window) is 2 shards, mixed.
