@@ -120,7 +120,7 @@ def stoker_epoch(endpoint, cache_dir, max_bytes, fetchers):
     """(dataset, loader, bytes, seconds, {constructor's seconds, first batch's})."""
     t0 = time.perf_counter()
     ds = StreamingDataset("s3://bench/ds", cache_dir, max_bytes=max_bytes, mode="full", fields=FIELDS,
-                          storage_options=s3_options(endpoint), fetchers=fetchers)
+                          storage_options=s3_options(endpoint), fetchers=fetchers or None)
     parts = {"constructor_s": time.perf_counter() - t0}
     loader = stoker.DataLoader(ds, batch_size=32, num_workers=2)
     total = 0
