@@ -2,9 +2,10 @@
 
     python bench/fresh_memory.py [--mib 512] [--rounds 4] [--pages]
 
-Per round: maps --mib MiB of anonymous memory (huge pages advised, as the
-stream buffers are) and writes one byte per 4 KiB page (the first touch: the
-kernel finds, zeroes and maps each page), then writes all of it again (the
+Per round: maps --mib MiB of private anonymous memory (huge pages advised,
+as the stream buffers are where the host keeps free memory) and writes one
+byte per 4 KiB page (the first touch: the kernel finds, zeroes and maps each
+page), then writes all of it again (the
 same pages: a plain memory write), then gives the pages back to the kernel
 (MADV_DONTNEED) and touches them once more (pages the kernel just freed).
 Then it waits 3 s, long enough for free pages to be reported to a hypervisor
@@ -42,11 +43,14 @@ def settle(gib):
 
 
 MADV_POPULATE_WRITE = 23  # (Linux 5.14; not among Python 3.11's mmap constants)
+# Private memory, as the stream buffers are: mmap's default, shared anonymous
+# memory, is tmpfs, which takes no huge pages whatever the advice.
+PRIVATE = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
 
 
 def back(n, huge):
     """Seconds and CPU-seconds to back n bytes of new memory in one call."""
-    m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # (private, as the stream buffers: shared anonymous memory is tmpfs)
+    m = mmap.mmap(-1, n, flags=PRIVATE)
     m.madvise(mmap.MADV_HUGEPAGE if huge else mmap.MADV_NOHUGEPAGE)
     t0, c0 = time.perf_counter(), time.process_time()
     m.madvise(MADV_POPULATE_WRITE)
@@ -79,7 +83,7 @@ def main():
         return compare_pages(args)
     n = args.mib << 20
     for _ in range(args.rounds):
-        m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # (private, as the stream buffers: shared anonymous memory is tmpfs)
+        m = mmap.mmap(-1, n, flags=PRIVATE)
         m.madvise(mmap.MADV_HUGEPAGE)
         a = np.frombuffer(m, dtype=np.uint8)
         t0, c0 = time.perf_counter(), time.process_time()

@@ -41,8 +41,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 from stoker._procfs import cpu_seconds, tree_pids  # noqa: E402
 from nginx import Nginx  # noqa: E402
 from fresh_memory import settle  # noqa: E402
-from streaming import served_shards  # noqa: E402
-from streaming import read_through  # noqa: E402
+from streaming import read_through, served_shards  # noqa: E402
 
 CHILD = """
 import json, os, sys, time

