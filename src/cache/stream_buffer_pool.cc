@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "proc/proc_memory.h"
+#include "shm/arena.h"  // (AlignUp)
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // (Linux 5.14; older headers)
@@ -26,8 +27,7 @@ Status StreamBufferPool::Configure(const StreamBufferSizing& sizing, bool needed
   sizing_ = sizing;
   // Whole huge pages for shards of one or more, whole pages below that.
   huge_pages_ = sizing.huge_pages && sizing.largest_shard >= (2 << 20);
-  const uint64_t unit = huge_pages_ ? (2 << 20) : 4096;
-  capacity_ = std::max<uint64_t>(unit, (sizing.largest_shard + unit - 1) / unit * unit);
+  capacity_ = std::max(page_bytes(), AlignUp(sizing.largest_shard, page_bytes()));
   const Result<uint64_t> limit = MemoryLimitBytes();
   limit_ = limit.ok() ? limit.value() : 0;
   count_ = sizing.stream_buffers ? sizing.stream_buffers : ChosenCount();
@@ -90,8 +90,7 @@ Status StreamBufferPool::Add() {
 }
 
 Status StreamBufferPool::Back(StreamBuffer* b, uint64_t bytes) const {
-  const uint64_t unit = huge_pages_ ? (2 << 20) : 4096;
-  const uint64_t want = std::min(b->capacity, (bytes + unit - 1) / unit * unit);
+  const uint64_t want = std::min(b->capacity, AlignUp(bytes, page_bytes()));
   if (want <= b->backed) return Status::OK();
   if (madvise(b->map + b->backed, want - b->backed, MADV_POPULATE_WRITE) != 0) {
     if (errno == ENOMEM || errno == EFAULT || errno == EHWPOISON)

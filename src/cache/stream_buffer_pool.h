@@ -105,6 +105,7 @@ class StreamBufferPool {
 
  private:
   size_t ChosenCount() const;  // Configure's default count for sizing_
+  uint64_t page_bytes() const { return huge_pages_ ? (2 << 20) : 4096; }  // the buffers' page
   std::string what_;
   StreamBufferSizing sizing_;
   size_t count_ = 0;
