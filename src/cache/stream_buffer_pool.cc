@@ -76,20 +76,23 @@ void StreamBufferPool::SetFetchers(uint32_t fetchers) {
 
 Status StreamBufferPool::Add() {
   auto b = std::make_unique<StreamBuffer>();
-  const std::string what = what_ + ": a stream buffer of " + std::to_string(capacity_) + " bytes (" +
-                           std::to_string(count_) + " of them: stream_buffers; lower it or shuffle_window)";
-  void* p = mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return Status::ResourceExhausted("no memory for " + what);
-  b->map = static_cast<uint8_t*>(p);
-  b->capacity = capacity_;
-  // (advice: fine where the kernel has no huge pages; NOHUGEPAGE also
-  // where its default is "always")
-  madvise(p, capacity_, huge_pages_ ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  b->capacity = capacity_;  // (mapped by the fetcher that fills it first: Back)
   buffers_.push_back(std::move(b));
   return Status::OK();
 }
 
 Status StreamBufferPool::Back(StreamBuffer* b, uint64_t bytes) const {
+  if (!b->map) {
+    void* p = mmap(nullptr, b->capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return Status::ResourceExhausted(what_ + ": no memory for a stream buffer of " + std::to_string(b->capacity) +
+                                       " bytes (" + std::to_string(count_) +
+                                       " of them: stream_buffers; lower it or shuffle_window)");
+    // (advice: fine where the kernel has no huge pages; NOHUGEPAGE also
+    // where its default is "always")
+    madvise(p, b->capacity, huge_pages_ ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    b->map = static_cast<uint8_t*>(p);
+  }
   const uint64_t want = std::min(b->capacity, AlignUp(bytes, page_bytes()));
   if (want <= b->backed) return Status::OK();
   if (madvise(b->map + b->backed, want - b->backed, MADV_POPULATE_WRITE) != 0) {

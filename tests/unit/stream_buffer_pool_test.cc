@@ -128,7 +128,10 @@ TEST(StreamBufferPool, BackedInOneCallForWhatArrivesAndOnlyOnce) {
   StreamBuffer* b = p.Acquire(epoch, false, 0, [] { return static_cast<StreamBuffer*>(nullptr); }).value();
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->backed, 0u);
-  for (bool r : Resident(b->map, b->capacity)) EXPECT_FALSE(r);  // made, nothing backed
+  EXPECT_EQ(b->map, nullptr);  // made, not mapped: the fetcher maps it (Back), not Acquire under the dataset's mutex
+  ASSERT_TRUE(p.Back(b, 0).ok());
+  ASSERT_NE(b->map, nullptr);
+  for (bool r : Resident(b->map, b->capacity)) EXPECT_FALSE(r);  // mapped, nothing backed
   ASSERT_TRUE(p.Back(b, (1 << 20) + 1).ok());
   EXPECT_EQ(b->backed, (1u << 20) + 4096);  // whole pages, the shard's and no more
   std::vector<bool> r = Resident(b->map, b->capacity);
@@ -159,6 +162,7 @@ TEST(StreamBufferPool, HugePagesUnlessTheHostTakesFreeMemoryBack) {
   sizing.huge_pages = false;
   ASSERT_TRUE(small.Configure(sizing, true, "test").ok());
   StreamBuffer* s = small.Acquire(epoch, false, 0, [] { return static_cast<StreamBuffer*>(nullptr); }).value();
+  ASSERT_TRUE(small.Back(s, 1).ok());
   EXPECT_EQ(ThpEligible(s->map), 0);  // advised against, even where the kernel's default is "always"
 }
 
