@@ -23,11 +23,11 @@ def extension_libraries() -> list[str]:
     policy's (glibc's, libstdc++, libgcc_s, zlib) must come from the wheel."""
     here = os.path.dirname(stoker.__file__)
     lines = []
+    allowed = ("linux-vdso", "libc.so", "libm.so", "libpthread", "libdl.so", "librt.so", "ld-linux",
+               "libresolv.so", "libnsl.so", "libutil.so", "libstdc++", "libgcc_s", "libz.so.1")
     for ext in sorted(f for f in os.listdir(here) if f.endswith(".so")):
         out = subprocess.run(["ldd", os.path.join(here, ext)], capture_output=True, text=True, check=True).stdout
         assert "not found" not in out, out
-        allowed = ("linux-vdso", "libc.so", "libm.so", "libpthread", "libdl.so", "librt.so", "ld-linux",
-                   "libresolv.so", "libnsl.so", "libutil.so", "libstdc++", "libgcc_s", "libz.so.1")
         outside = [line.strip() for line in out.splitlines()
                    if line.strip() and "stoker.libs" not in line and not any(a in line for a in allowed)]
         assert not outside, f"{ext} loads system libraries the wheel should carry: {outside}"
