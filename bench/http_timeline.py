@@ -10,8 +10,8 @@ Then curl with 2 connections over the same files, to /dev/null.  Prints, in
 seconds from the constructor's start: first shard in, first batch, last
 shard in, last batch, and the seconds with a download in flight; then the
 CPU-seconds of the process's threads by name (/proc/self/task/*/schedstat,
-looked at every 10 ms: a thread's last 10 ms before it ends can be missed),
-nginx's, and curl's."""
+looked at every 10 ms: a thread's last 10 ms before it ends can be missed;
+"python" is the loop's thread and this bench's poller), nginx's, and curl's."""
 import argparse
 import json
 import os
@@ -47,7 +47,7 @@ def poll():  # bytes_downloaded counts whole shards
             threads()
         n += 1
         time.sleep(0.002)
-poller = threading.Thread(target=poll, name="poller")
+poller = threading.Thread(target=poll)
 poller.start()
 batches = [time.perf_counter() - t0 for _ in stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)]
 stop.set()
