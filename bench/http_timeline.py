@@ -70,24 +70,22 @@ def main():
     a = ap.parse_args()
     from nginx import Nginx
     from streaming import served_shards
-    from stoker._procfs import cpu_seconds, tree_pids
+    from stoker._procfs import tree_pids
+    from http_first_epoch import cpu_of
     www = os.path.join(a.dir, "www")
     names, _ = served_shards(www, 16, 64)
     server = Nginx(os.path.join(a.dir, "nginx"), www).start()
     nginx = tree_pids(server.proc.pid)
-
-    def nginx_cpu():
-        return sum(cpu_seconds(p) or 0.0 for p in nginx)
     try:
         print("seconds from the constructor's start: first shard in, first batch, last shard in, last batch; "
               "seconds with a download in flight; curl's 2 connections")
         for r in range(a.rounds):
             local = os.path.join(a.dir, f"timeline{r}")
-            n0 = nginx_cpu()
+            n0 = cpu_of(nginx)
             got = subprocess.run([sys.executable, "-c", CHILD, server.url, local], capture_output=True, text=True,
                                  check=True)
             s = json.loads(got.stdout.strip().splitlines()[-1])
-            n1 = nginx_cpu()
+            n1 = cpu_of(nginx)
             cmd = ["curl", "-s", "--no-progress-meter", "--fail", "--parallel", "--parallel-max", "2"]
             for n in names:
                 cmd += ["-o", "/dev/null", f"{server.url}/{n}"]
@@ -99,7 +97,7 @@ def main():
                   f"{s['last_batch']:.3f}; in flight {s['in_flight']:.3f}; curl {curl:.3f}")
             print("    CPU-s: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(s["cpu"].items(), key=lambda kv: -kv[1])
                                         if v >= 0.001) +
-                  f"; nginx {n1 - n0:.3f} (curl's run: {nginx_cpu() - n1:.3f}); curl {curl_cpu:.3f}")
+                  f"; nginx {n1 - n0:.3f} (curl's run: {cpu_of(nginx) - n1:.3f}); curl {curl_cpu:.3f}")
     finally:
         server.stop()
 
