@@ -287,7 +287,7 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
         crc = Crc32cExtend(Crc32cExtend(crc, out + summed, got - summed), p, k);
         summed = got + k;
       }
-      CollateCopy(out + got, p, k);
+      StreamCopy(out + got, p, k);
       got += k;
       return true;  // bytes past n (a 200 from byte 0) are dropped, not an error
     });

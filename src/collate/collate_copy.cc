@@ -10,13 +10,22 @@
 namespace stoker {
 
 void CollateCopy(void* dst, const void* src, size_t n) {
-#if defined(__x86_64__)
   if (n >= kCollateCopyStreamingMin) {
+    StreamCopy(dst, src, n);
+    return;
+  }
+  std::memcpy(dst, src, n);
+}
+
+void StreamCopy(void* dst, const void* src, size_t n) {
+#if defined(__x86_64__)
+  if (n >= 128) {  // (a line at least, whatever the head)
     auto* d = static_cast<uint8_t*>(dst);
     const auto* s = static_cast<const uint8_t*>(src);
-    // Plain stores up to a 16-byte boundary of the destination, streaming
-    // stores (SSE2: every x86-64 CPU) for the 64-byte blocks, plain for the tail.
-    const size_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
+    // Plain stores up to a cache line's boundary of the destination,
+    // streaming stores (SSE2: every x86-64 CPU) for the whole lines, each
+    // written by one group of four, plain for the tail.
+    const size_t head = (64 - (reinterpret_cast<uintptr_t>(d) & 63)) & 63;
     std::memcpy(d, s, head);
     d += head;
     s += head;

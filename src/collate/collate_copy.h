@@ -17,6 +17,16 @@ inline constexpr size_t kCollateCopyStreamingMin = 64 << 10;
 
 void CollateCopy(void* dst, const void* src, size_t n);
 
+// Non-temporal stores whatever the size (plain ones for the few bytes before
+// the destination's first 16-byte boundary and after its last 64-byte
+// block): for pieces appended to a buffer that this core will not read
+// again, however small each piece is.  The streaming cache copies each of
+// libcurl's writes (16 KiB, below CollateCopy's threshold) into a stream
+// buffer with it; as a plain memcpy those copies read every destination
+// line into the cache first and cost more than the socket's own copy
+// (docs/benchmarks.md).
+void StreamCopy(void* dst, const void* src, size_t n);
+
 }  // namespace stoker
 
 #endif  // STOKER_COLLATE_COLLATE_COPY_H_

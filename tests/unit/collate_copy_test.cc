@@ -1,6 +1,8 @@
 // collate/collate_copy: every byte at any alignment and size.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -27,6 +29,46 @@ TEST(CollateCopy, CopiesEveryByteAtAnyAlignmentAndSize) {
       }
     }
   }
+}
+
+// StreamCopy streams whole cache lines of the destination from any size of
+// 128 bytes up, with plain stores before the first line boundary and after
+// the last whole line: every byte lands, none outside, at each offset of the
+// destination within a line.
+TEST(StreamCopy, CopiesEveryByteAtEachOffsetWithinALine) {
+  std::mt19937_64 rng(12);
+  std::vector<uint8_t> src((64 << 10) + 300);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> storage(src.size() + 256);
+  uint8_t* base = storage.data() + ((64 - (reinterpret_cast<uintptr_t>(storage.data()) & 63)) & 63);
+  for (size_t len : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{127}, size_t{128}, size_t{129},
+                     size_t{191}, size_t{192}, size_t{16 << 10}, (size_t{16} << 10) + 13, size_t{64 << 10}}) {
+    for (size_t so : {0, 1, 9}) {
+      for (size_t dof : {0, 1, 15, 16, 48, 63, 64}) {
+        std::fill(storage.begin(), storage.end(), 0xAB);
+        StreamCopy(base + dof, src.data() + so, len);
+        ASSERT_EQ(0, std::memcmp(base + dof, src.data() + so, len)) << len << " " << so << " " << dof;
+        for (uint8_t* q = storage.data(); q < base + dof; ++q) ASSERT_EQ(*q, 0xAB) << "wrote before the destination";
+        for (uint8_t* q = base + dof + len; q < storage.data() + storage.size(); ++q)
+          ASSERT_EQ(*q, 0xAB) << "wrote past the destination";
+      }
+    }
+  }
+}
+
+// Pieces appended one after another, as libcurl hands over a response (a
+// short first piece after the headers, then 16 KiB each), make the whole.
+TEST(StreamCopy, PiecesAppendedInTurnMakeTheWhole) {
+  std::mt19937_64 rng(13);
+  std::vector<uint8_t> src((1 << 20) + 77), dst(src.size(), 0);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  size_t at = 0;
+  for (size_t piece = 16384 - 211; at < src.size(); piece = 16384) {
+    const size_t k = std::min(piece, src.size() - at);
+    StreamCopy(dst.data() + at, src.data() + at, k);
+    at += k;
+  }
+  EXPECT_EQ(src, dst);
 }
 
 }  // namespace
