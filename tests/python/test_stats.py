@@ -46,6 +46,32 @@ def test_stats_show_memory_by_process_and_by_slot_state():
         pass
 
 
+def test_an_epochs_end_reads_no_process_memory_and_stats_after_it_read_main_then(monkeypatch):
+    # The snapshot the loader keeps as an iterator ends is taken without the
+    # /proc reads (each walks a process's page tables: 42-126 ms at every
+    # epoch's end with 4 workers of a 1-4 GiB process); main's memory is
+    # read when stats() is asked for afterwards.
+    from stoker import _loader_iter
+    asked = []
+    real = _loader_iter._StokerIter.stats
+
+    def spy(self, memory=True):
+        asked.append(memory)
+        return real(self, memory)
+
+    monkeypatch.setattr(_loader_iter._StokerIter, "stats", spy)
+    loader = stoker.DataLoader(BigDataset(16, 64), batch_size=4, num_workers=2)
+    assert sum(1 for _ in loader) == 4
+    assert asked == [False], "the epoch's end asked for the workers' and main's memory"
+    st = loader.stats()
+    assert st["delivered_batches"] == 4 and len(st["workers"]) == 2
+    assert 0 < st["main"]["uss"] <= st["main"]["pss"] <= st["main"]["rss"]
+    assert st["tree_pss"] == st["main"]["pss"]
+    assert all(w["pss"] == 0 for w in st["workers"]), "the workers are gone"
+    fast = loader.stats(memory=False)
+    assert "tree_pss" not in fast and fast["main"]["pss"] == 0
+
+
 def test_busy_fraction_stall_and_rates():
     it = iter(stoker.DataLoader(Slow(), batch_size=4, num_workers=2))
     n = sum(1 for _ in it)
