@@ -49,6 +49,9 @@ MAX_IMAGE_PIXELS = 2 * 89_478_485
 
 #: The extensions ImageFolder lists (the formats stoker.vision decodes).
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png")
+# What torchvision's ImageFolder lists besides: a folder holding any of these
+# is refused (by default), not read with fewer images than torchvision reads.
+_TORCHVISION_ONLY = (".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
 def decode_image(data, max_pixels: int = MAX_IMAGE_PIXELS) -> np.ndarray:
@@ -378,9 +381,13 @@ def _rebuild_folder(root, transform, target_transform, kw, samples):
 
 
 def _make_dataset(root: str, class_to_idx: dict, is_valid_file, allow_empty: bool) -> list[tuple[str, int]]:
+    undecodable = []  # (by default) images torchvision would list that stoker cannot decode
     if is_valid_file is None:
         def is_valid_file(p):
-            return p.lower().endswith(IMG_EXTENSIONS)
+            low = p.lower()
+            if low.endswith(_TORCHVISION_ONLY):
+                undecodable.append(p)
+            return low.endswith(IMG_EXTENSIONS)
     out = []
     empty = []
     for cls in sorted(class_to_idx):
@@ -393,6 +400,14 @@ def _make_dataset(root: str, class_to_idx: dict, is_valid_file, allow_empty: boo
                     out.append((path, class_to_idx[cls]))
         if len(out) == n:
             empty.append(cls)
+    if undecodable:
+        kinds = sorted({os.path.splitext(p)[1].lower() for p in undecodable})
+        shown = ", ".join(undecodable[:3]) + (f" and {len(undecodable) - 3} more" if len(undecodable) > 3 else "")
+        raise ValueError(f"ImageFolder({root!r}): {len(undecodable)} file(s) in formats torchvision's ImageFolder "
+                         f"reads but stoker.vision does not decode ({', '.join(kinds)}; it decodes "
+                         f"{', '.join(IMG_EXTENSIONS)}): {shown}. Convert them to JPEG or PNG, or pass "
+                         f"is_valid_file= to choose the files (leaving these out knowingly), or read this folder "
+                         f"with torchvision.datasets.ImageFolder.")
     if empty and not allow_empty:
         raise FileNotFoundError(f"Found no valid file for the classes {', '.join(sorted(empty))}. "
                                 f"Supported extensions are: {', '.join(IMG_EXTENSIONS)}")

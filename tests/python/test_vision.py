@@ -318,6 +318,26 @@ def test_image_folder_errors_like_torchvision(tmp_path):
     assert len(vision.ImageFolder(str(tmp_path), allow_empty=True)) == 0
 
 
+def test_image_folder_refuses_images_torchvision_would_list_but_it_cannot_decode(tmp_path):
+    # torchvision's ImageFolder lists .webp, .bmp, .tif...: leaving them out
+    # silently would train on fewer images than the torchvision loader it
+    # replaces.
+    root = folder(tmp_path / "f")
+    for name in ("x.webp", "y.BMP", "z.tiff", "w.webp"):
+        with open(os.path.join(root, "cat", name), "wb") as f:
+            f.write(b"not decoded here")
+    with open(os.path.join(root, "cat", "notes.txt"), "w") as f:
+        f.write("not an image by any name")
+    with pytest.raises(ValueError) as e:
+        vision.ImageFolder(root)
+    msg = str(e.value)
+    assert "4 file(s)" in msg and ".bmp, .tiff, .webp" in msg and "w.webp" in msg and "1 more" in msg, msg
+    assert "is_valid_file" in msg and "notes.txt" not in msg, msg
+    # Chosen knowingly: the images it decodes, as before.
+    ds = vision.ImageFolder(root, is_valid_file=lambda p: p.lower().endswith(vision.IMG_EXTENSIONS))
+    assert len(ds) == 18
+
+
 def _damage(root):
     """Three bad files in a folder of good ones: (path, what) each."""
     bad = {}
