@@ -15,6 +15,7 @@
 #define STOKER_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,11 +76,19 @@ class Store {
   virtual std::string Locate(const std::string& name) const = 0;
   // Size in bytes of object `name`.
   virtual Result<uint64_t> Size(const std::string& name) = 0;
+  // Read's `ready` (optional): called with an offset into dst before the
+  // store writes there past where it last said; every byte it writes next
+  // lies below that offset.  By then the caller has dst[0, upto) ready to be
+  // written (a full-mode stream buffer backs its pages a few MiB ahead of
+  // the receive, rather than all of a shard before asking for it, which
+  // left the connection idle meanwhile).  A status other than OK ends the
+  // read with that status, not retried.
+  using ReadReady = std::function<Status(uint64_t upto)>;
   // Bytes [offset, offset + n) of `name` into dst (an HTTP range request).
   // crc32c (optional): out, the CRC-32C of those n bytes, computed piece by
   // piece as they arrive (while they are still in the CPU's cache).
   virtual Status Read(const std::string& name, uint64_t offset, uint64_t n, void* dst,
-                      uint32_t* crc32c = nullptr) = 0;
+                      uint32_t* crc32c = nullptr, const ReadReady* ready = nullptr) = 0;
   // The whole of `name` appended to file descriptor `fd` from its current
   // size on (a retry resumes where the last attempt stopped; a second call
   // after a failure resumes too).  expected_size (0: unknown) is checked.

@@ -22,9 +22,11 @@ Result<uint64_t> FileStore::Size(const std::string& name) {
   return static_cast<uint64_t>(st.st_size);
 }
 
-Status FileStore::Read(const std::string& name, uint64_t offset, uint64_t n, void* dst, uint32_t* crc32c) {
+Status FileStore::Read(const std::string& name, uint64_t offset, uint64_t n, void* dst, uint32_t* crc32c,
+                       const ReadReady* ready) {
   ++requests_;
   STOKER_ASSIGN_OR_RETURN(FileReader f, FileReader::Open(Locate(name)));
+  if (ready) STOKER_RETURN_IF_ERROR((*ready)(n));  // (one read: all of it)
   if (!crc32c) {
     STOKER_RETURN_IF_ERROR(f.ReadAt(offset, dst, n));
   } else {  // piece by piece, each checksummed while it is in the cache

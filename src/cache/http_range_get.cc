@@ -157,7 +157,8 @@ bool HttpRangeGet::SendAll(const std::string& req, std::string* error) {
 }
 
 HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset, uint64_t n, uint8_t* dst,
-                                        const std::function<void(size_t)>& arrived) {
+                                        const std::function<void(size_t)>& arrived,
+                                        const std::function<Status(uint64_t)>* ready) {
   Outcome out;
   if (n == 0) return out;
   UrlParts parts;
@@ -260,18 +261,32 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
 
   const uint64_t want = std::min(n, length);
   uint64_t got = std::min<uint64_t>(body_start.size(), want);
+  uint64_t readied = 0;  // what `ready` has said dst has room for
+  auto make_ready = [&](uint64_t upto) {
+    if (!ready || upto <= readied) return true;
+    out.status = (*ready)(upto);
+    if (!out.status.ok()) {
+      Drop();  // (the rest of the body is not read)
+      return false;
+    }
+    readied = upto;
+    return true;
+  };
   if (got) {
+    if (!make_ready(got)) return out;
     std::memcpy(dst, body_start.data(), got);
     arrived(got);
   }
   CURL* c = static_cast<CURL*>(curl_);
   bool waited_out = false;  // the last wait ended by the stall timeout
   while (got < want) {
+    const size_t piece = static_cast<size_t>(std::min<uint64_t>(want - got, kPiece));
+    if (!make_ready(got + piece)) return out;
     // Wake when a whole piece is there, not for each of the server's writes
     // (nginx writes 32 KiB at a time: 8x the wakeups and receive calls).
-    SetLowWater(static_cast<size_t>(std::min<uint64_t>(want - got, kPiece)));
+    SetLowWater(piece);
     size_t k = 0;
-    const CURLcode rc = curl_easy_recv(c, dst + got, static_cast<size_t>(std::min<uint64_t>(want - got, kPiece)), &k);
+    const CURLcode rc = curl_easy_recv(c, dst + got, piece, &k);
     if (rc == CURLE_AGAIN) {
       // A timeout with fewer bytes than the low-water mark waiting is not a
       // stall: look once more before calling it one.

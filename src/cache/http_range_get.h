@@ -45,8 +45,11 @@ class HttpRangeGet {
   // GET `url` bytes [offset, offset + n) into dst.  `arrived(k)` is called
   // after each piece of k bytes lands (in order, at dst + the bytes before
   // it); on failure the bytes that arrived stay (a retry asks for the rest).
+  // `ready` (optional; Store::ReadReady, offsets from dst) before a piece
+  // lands past where it last said; its error ends the GET (not transient).
   Outcome Get(const std::string& url, uint64_t offset, uint64_t n, uint8_t* dst,
-              const std::function<void(size_t)>& arrived);
+              const std::function<void(size_t)>& arrived,
+              const std::function<Status(uint64_t)>* ready = nullptr);
 
  private:
   Status Connect(const std::string& url, bool* transient);

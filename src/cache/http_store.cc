@@ -227,7 +227,8 @@ Result<uint64_t> HttpStore::Size(const std::string& name) {
   return size;
 }
 
-Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, void* dst, uint32_t* crc32c) {
+Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, void* dst, uint32_t* crc32c,
+                       const ReadReady* ready) {
   const std::string url = Locate(name);
   auto* out = static_cast<char*>(dst);
   uint64_t got = 0;     // kept across attempts: a retry asks for the rest
@@ -258,8 +259,10 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
     };
     if (in_place_) {
       ++requests_;
-      HttpRangeGet::Outcome r =
-          in_place_->Get(url, offset + got, n - got, reinterpret_cast<uint8_t*>(out) + got, arrived);
+      const uint64_t from = got;  // (Get's offsets are from out + from)
+      const std::function<Status(uint64_t)> ready_here = [&](uint64_t upto) { return (*ready)(from + upto); };
+      HttpRangeGet::Outcome r = in_place_->Get(url, offset + got, n - got, reinterpret_cast<uint8_t*>(out) + got,
+                                               arrived, ready ? &ready_here : nullptr);
       if (r.ignored_range) return ignored();
       if (!r.fallback) {
         *transient = r.transient;
@@ -271,6 +274,7 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
     }
     CURL* c = static_cast<CURL*>(curl_);
     bool ignored_range = false;
+    Status not_ready;  // `ready` said no: the transfer stops
     Response r = Perform(url, false, range, [&](const char* p, size_t k) {
       long status = 0;
       curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -283,6 +287,7 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
       // that leaves the cache alone (collate/collate_copy.h): the shard is
       // read by a reader thread once it is all in, long after these bytes
       // would have left this core's cache.
+      if (ready && !(not_ready = (*ready)(got + k)).ok()) return false;
       if (crc32c) {
         crc = Crc32cExtend(Crc32cExtend(crc, out + summed, got - summed), p, k);
         summed = got + k;
@@ -292,6 +297,7 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
       return true;  // bytes past n (a 200 from byte 0) are dropped, not an error
     });
     if (ignored_range) return ignored();
+    if (!not_ready.ok()) return not_ready;
     *transient = Transient(r) || (r.code == CURLE_OK && r.status == 206 && got < n);
     if (r.code == CURLE_OK && r.status == 416)
       return Status::InvalidArgument(url + ": bytes " + range + " are past the end of the object (HTTP 416)");

@@ -30,7 +30,8 @@ class HttpStore : public Store {
   ~HttpStore() override;
   std::string Locate(const std::string& name) const override { return base_ + "/" + name; }
   Result<uint64_t> Size(const std::string& name) override;
-  Status Read(const std::string& name, uint64_t offset, uint64_t n, void* dst, uint32_t* crc32c = nullptr) override;
+  Status Read(const std::string& name, uint64_t offset, uint64_t n, void* dst, uint32_t* crc32c = nullptr,
+              const ReadReady* ready = nullptr) override;
   Status Download(const std::string& name, int fd, uint64_t expected_size, uint64_t* bytes,
                   uint32_t* crc32c = nullptr) override;
   Result<std::string> ReadAll(const std::string& name) override;

@@ -101,8 +101,7 @@ Status StreamBufferPool::Back(StreamBuffer* b, uint64_t bytes) const {
           what_ + ": no memory for a stream buffer's " + std::to_string(want - b->backed) +
           " bytes (the machine or this process's cgroup is out of memory); lower stream_buffers or "
           "shuffle_window, or give the cache room on disk (max_bytes)");
-    return Status::OK();  // (EINVAL before Linux 5.14: the pages fault in as the shard arrives)
-  }
+  }  // (else EINVAL before Linux 5.14: the pages fault in as the shard arrives)
   b->backed = want;
   return Status::OK();
 }

@@ -5,9 +5,10 @@
 // allocated, mapped or freed per shard, and the readers read a shard in
 // place.  Huge pages where the kernel has them, except on a guest whose
 // host takes free memory back (core/host_memory.h), where a fresh huge page
-// costs more than its 512 small ones.  A buffer is mapped, and its pages
-// backed in one call, by the fetcher about to fill it (Back, outside the
-// dataset's mutex), not faulted in one by one as the bytes land.
+// costs more than its 512 small ones.  A buffer is mapped by the fetcher
+// about to fill it (Back, outside the dataset's mutex), which backs its
+// pages a few MiB at a time just ahead of the receive, not faulted in one
+// by one as the bytes land.
 //
 // Not thread-safe: the dataset calls it under its own mutex (Back aside).
 #ifndef STOKER_CACHE_STREAM_BUFFER_POOL_H_
@@ -28,7 +29,7 @@ struct StreamBuffer {
   uint8_t* map = nullptr;  // null until its first Back
   uint64_t capacity = 0;
   uint64_t size = 0;  // of the shard in it
-  uint64_t backed = 0;  // bytes from map on that the kernel has backed (Back)
+  uint64_t backed = 0;  // bytes from map on that the kernel has backed (Back; or left to fault in, before Linux 5.14)
   bool busy = false;
   // The epoch whose shard it holds.  An epoch left before its end (a loop
   // that breaks, an error) never releases the shards it had: once no reader
@@ -76,12 +77,13 @@ class StreamBufferPool {
   // that the pool fits the memory.
   Status Add();
 
-  // Maps b if it is new, and backs its first `bytes` (the shard about to
-  // arrive) with memory, in one MADV_POPULATE_WRITE for the pages not
-  // backed before: the kernel zeroes and maps them at about twice the rate
-  // of the page faults a download into untouched memory takes one page at
-  // a time (docs/benchmarks.md).  Nothing to do on a buffer reused for a
-  // shard no larger.  Called by the fetcher that holds b, without the
+  // Maps b if it is new, and backs its first `bytes` with memory, in one
+  // MADV_POPULATE_WRITE for the pages not backed before: the kernel zeroes
+  // and maps them at about twice the rate of the page faults a download
+  // into untouched memory takes one page at a time (docs/benchmarks.md).
+  // The fetcher calls it as its receive reaches the pages (a few MiB
+  // ahead), and there is nothing to do on a buffer reused for a shard no
+  // larger.  Called by the fetcher that holds b, without the
   // dataset's mutex: it touches b alone.  The mapping is made here, not in
   // Add (under that mutex): mmap waits for the process's mmap lock, which
   // another fetcher's populate holds for reading for the whole call (16-40

@@ -25,6 +25,9 @@ namespace {
 // some; this process's own releases wake it at once).
 constexpr double kFullWaitMaxS = 5.0;
 
+// A stream buffer's pages are backed this far ahead of a download's receive.
+constexpr uint64_t kBackAheadBytes = 4 << 20;
+
 }  // namespace
 
 bool StreamingDataset::Impl::NextJob(Job* job) {
@@ -339,11 +342,25 @@ StreamBuffer* StreamingDataset::Impl::TakeBackBufferLocked(const Epoch* of, int6
 // checks it against the index's CRC-32C.
 Status StreamingDataset::Impl::ReadIntoBuffer(Store& store, const ShardInfo& info, StreamBuffer* buf) {
   buf->size = info.size;  // its readers see exactly the shard
-  if (Status backed = buffers.Back(buf, info.size); !backed.ok())
-    return Status::FromCode(backed.code(), "shard " + info.name + ": " + backed.message());
+  // Pages backed kBackAheadBytes at a time as the receive reaches them: a
+  // whole fresh 64 MiB buffer backed before the request kept the fetcher
+  // off its connection for 16-40 ms, long enough for the server to go idle
+  // (nginx slept a fifth of a fresh epoch), and held the process's mmap
+  // lock all that while.  The first step before the request: a buffer the
+  // machine has no memory for fails before anything is asked for.
+  auto back = [&](uint64_t upto) -> Status {
+    if (upto <= buf->backed && buf->map) return Status::OK();
+    const uint64_t step = std::min(info.size, std::max(upto, buf->backed + kBackAheadBytes));
+    Status backed = buffers.Back(buf, step);
+    if (!backed.ok()) return Status::FromCode(backed.code(), "shard " + info.name + ": " + backed.message());
+    return Status::OK();
+  };
+  STOKER_RETURN_IF_ERROR(back(0));
+  const Store::ReadReady ready = back;
   const uint64_t before = store.bytes_received();
   uint32_t crc = 0;  // (0 for an empty shard) computed as the bytes arrive
-  Status st = info.size ? store.Read(info.name, 0, info.size, buf->map, info.has_crc ? &crc : nullptr) : Status::OK();
+  Status st =
+      info.size ? store.Read(info.name, 0, info.size, buf->map, info.has_crc ? &crc : nullptr, &ready) : Status::OK();
   {
     std::lock_guard<std::mutex> g(mu);
     stream_bytes += store.bytes_received() - before;

@@ -63,12 +63,13 @@ class FaultStore : public Store {
   Result<uint64_t> Size(const std::string& name) override { return real_->Size(name); }
   Result<std::string> ReadAll(const std::string& name) override { return real_->ReadAll(name); }
 
-  Status Read(const std::string& name, uint64_t offset, uint64_t n, void* dst, uint32_t* crc32c) override {
+  Status Read(const std::string& name, uint64_t offset, uint64_t n, void* dst, uint32_t* crc32c,
+              const ReadReady* ready) override {
     if (plan_->Fails(name)) {
-      (void)real_->Read(name, offset, n / 2, dst, nullptr);  // half of it arrived
+      (void)real_->Read(name, offset, n / 2, dst, nullptr, ready);  // half of it arrived
       return plan_->failure;
     }
-    STOKER_RETURN_IF_ERROR(real_->Read(name, offset, n, dst, crc32c));
+    STOKER_RETURN_IF_ERROR(real_->Read(name, offset, n, dst, crc32c, ready));
     if (plan_->Corrupts(name) && n > 0) static_cast<uint8_t*>(dst)[n / 2] ^= 0x40;  // (after the CRC: as a bad wire would)
     bytes_ += n;
     return Status::OK();

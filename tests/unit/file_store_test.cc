@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/unique_fd.h"
 #include "io/crc32c.h"
@@ -42,6 +43,17 @@ TEST(FileStore, ReadsRangesWithTheirCrcAndDownloadsResuming) {
   ASSERT_TRUE(st.Read("obj.bin", 12345, out.size(), out.data(), &crc).ok());
   EXPECT_EQ(out, data.substr(12345, out.size()));
   EXPECT_EQ(crc, Crc32c(out.data(), out.size()));
+  // `ready` is asked for all of it before the one read, and its error ends it.
+  std::vector<uint64_t> asked;
+  const Store::ReadReady ready = [&](uint64_t upto) {
+    asked.push_back(upto);
+    return Status::OK();
+  };
+  ASSERT_TRUE(st.Read("obj.bin", 1, out.size(), out.data(), nullptr, &ready).ok());
+  EXPECT_EQ(asked, std::vector<uint64_t>{out.size()});
+  EXPECT_EQ(out, data.substr(1, out.size()));
+  const Store::ReadReady no_room = [](uint64_t) { return Status::ResourceExhausted("no room"); };
+  EXPECT_EQ(st.Read("obj.bin", 0, 10, out.data(), nullptr, &no_room).code(), Status::Code::kResourceExhausted);
   // A download resumes after the bytes the file holds already.
   const std::string part = dir + "/obj.part";
   WriteFile(part, data.substr(0, 1000));

@@ -4,10 +4,13 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/unique_fd.h"
 #include "io/crc32c.h"
@@ -81,6 +84,62 @@ TEST_F(HttpStoreTest, DownloadsResumeAndRedirectsAreFollowed) {
   EXPECT_EQ(crc, Crc32c(data_.data(), data_.size()));
   EXPECT_LT(s->bytes_received(), data_.size());  // only what the part lacked
   std::remove(part.c_str());
+}
+
+// Store::Read's `ready`: asked before every write, for offsets that only
+// grow; nothing lands past the last one (here the memory past it is not
+// even mapped writable: a write there is a crash), and an error from it
+// ends the read with that error, not retried.
+TEST_F(HttpStoreTest, ReadyIsAskedAheadOfEveryWriteAndItsErrorEndsTheRead) {
+  testing::Watchdog dog(std::chrono::seconds(60), "HttpStore.Ready");
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t n = data_.size() - 777;
+  for (bool in_place : {true, false}) {  // our receive-in-place path and libcurl's
+    StoreOptions o;
+    o.receive_in_place = in_place;
+    o.attempts = 3;
+    o.backoff_s = 0.01;
+    auto s = Open("", o);
+    const size_t len = (n + page - 1) / page * page;
+    void* m = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(m, MAP_FAILED);
+    auto* dst = static_cast<uint8_t*>(m);
+    std::vector<uint64_t> asked;
+    uint64_t writable = 0;
+    const Store::ReadReady ready = [&](uint64_t upto) {
+      EXPECT_TRUE(asked.empty() || upto > asked.back()) << upto;
+      EXPECT_LE(upto, n);
+      asked.push_back(upto);
+      const uint64_t to = std::min<uint64_t>(len, (upto + page - 1) / page * page);
+      if (to > writable) {
+        EXPECT_EQ(mprotect(dst + writable, to - writable, PROT_READ | PROT_WRITE), 0);
+        writable = to;
+      }
+      return Status::OK();
+    };
+    uint32_t crc = 0;
+    ASSERT_TRUE(s->Read("obj.bin", 777, n, dst, &crc, &ready).ok()) << "in place: " << in_place;
+    EXPECT_EQ(std::string(reinterpret_cast<char*>(dst), n), data_.substr(777)) << "in place: " << in_place;
+    EXPECT_EQ(crc, Crc32c(dst, n));
+    ASSERT_FALSE(asked.empty());
+    EXPECT_EQ(asked.back(), n);
+    EXPECT_GT(asked.size(), 2u) << "asked piece by piece, not once for all of it";
+    // An error from `ready` past the first MiB: that error, at once.
+    const uint64_t requests = s->requests(), retries = s->retries();
+    const Store::ReadReady no_room = [&](uint64_t upto) {
+      return upto > (1u << 20) ? Status::ResourceExhausted("no room past a MiB") : Status::OK();
+    };
+    Status st = s->Read("obj.bin", 777, n, dst, nullptr, &no_room);
+    EXPECT_EQ(st.code(), Status::Code::kResourceExhausted) << st.ToString();
+    EXPECT_NE(st.message().find("no room past a MiB"), std::string::npos) << st.ToString();
+    EXPECT_EQ(s->requests(), requests + 1) << "in place: " << in_place;
+    EXPECT_EQ(s->retries(), retries);
+    // The connection is fit for the next read.
+    std::string out(1000, '\0');
+    ASSERT_TRUE(s->Read("obj.bin", 5, out.size(), out.data()).ok());
+    EXPECT_EQ(out, data_.substr(5, out.size()));
+    munmap(m, len);
+  }
 }
 
 TEST_F(HttpStoreTest, MissingObjectsAndAServerGoneAreClearErrors) {

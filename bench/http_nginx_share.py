@@ -1,0 +1,128 @@
+"""How much of the time nginx runs, waits for a CPU, and sleeps while it
+serves full mode's epochs, against while it serves curl (issue 29, point 3).
+
+    python bench/http_nginx_share.py [--rounds 3] [--epochs 3] [--dir /var/tmp/stoker-streaming-bench]
+                                     [--base-site DIR]
+
+The shards are bench/http_first_epoch.py's (16 TFRecord shards of 64 MiB,
+served by one nginx worker on 127.0.0.1 from the page cache).  Per round:
+curl over 2 connections to /dev/null, then one new process that makes a
+StreamingDataset (mode="full", max_bytes=0, every other option at its
+default) and runs --epochs epochs of stoker.DataLoader(batch_size=8,
+shuffle=True, num_workers=2) over it: the first with fresh stream buffers,
+the later ones reusing them; curl again after it.  For each: GB/s, / the
+mean of curl's two rates around it, the
+client's CPU-s per GB, and nginx's shares of the wall time from
+/proc/<pid>/schedstat (running, runnable but waiting for a CPU, and the
+rest: asleep, waiting for its clients).  curl keeps one nginx worker
+running nearly all the time: its rate is the rate of one core of nginx.
+With --base-site, another build of stoker (pip install --target DIR) runs
+too in each round, which of the two goes first alternating."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
+
+CHILD = r"""
+import json, shutil, sys, time
+import stoker
+from stoker.cache import StreamingDataset
+url, local, pids, epochs = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3].split(",")], int(sys.argv[4])
+def snap():
+    run = wait = 0
+    for p in pids:
+        r, w, _ = open(f"/proc/{p}/schedstat").read().split()
+        run, wait = run + int(r) / 1e9, wait + int(w) / 1e9
+    return run, wait, time.perf_counter(), time.process_time()
+shutil.rmtree(local, ignore_errors=True)
+s0 = snap()
+ds = StreamingDataset(url, local, max_bytes=0, mode="full", features={"x": ("float32", (1 << 18,))})
+loader = stoker.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
+out = []
+for e in range(epochs):
+    n = sum(b["x"].numel() * 4 for b in loader)
+    s1 = snap()
+    wall = s1[2] - s0[2]
+    out.append({"bytes": n, "s": wall, "cpu_s": s1[3] - s0[3], "run": (s1[0] - s0[0]) / wall,
+                "wait": (s1[1] - s0[1]) / wall})
+    s0 = snap()
+ds.close()
+shutil.rmtree(local, ignore_errors=True)
+print(json.dumps(out))
+"""
+
+
+def shares(run, wait):
+    return f"nginx running {100 * run:3.0f}%, waiting for a CPU {100 * wait:3.0f}%, asleep {100 * (1 - run - wait):3.0f}%"
+
+
+def curl_run(names, url, sched, gb, label):
+    cmd = ["curl", "-s", "--no-progress-meter", "--fail", "--parallel", "--parallel-max", "2"]
+    for n in names:
+        cmd += ["-o", "/dev/null", f"{url}/{n}"]
+    (r0, w0), t0 = sched(), time.perf_counter()
+    subprocess.run(cmd, check=True)
+    dt = time.perf_counter() - t0
+    r1, w1 = sched()
+    print(f"{label}, 2 connections {gb / dt:.2f} GB/s {shares((r1 - r0) / dt, (w1 - w0) / dt)}")
+    return gb / dt
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--dir", default="/var/tmp/stoker-streaming-bench")
+    ap.add_argument("--base-site", metavar="DIR", help="another build of stoker (pip install --target DIR)")
+    a = ap.parse_args()
+    from nginx import Nginx
+    from streaming import served_shards
+    from stoker._procfs import tree_pids
+    names, total = served_shards(os.path.join(a.dir, "www"), 16, 64)
+    server = Nginx(os.path.join(a.dir, "nginx"), os.path.join(a.dir, "www")).start()
+    pids = tree_pids(server.proc.pid)
+    gb = total / 1e9
+
+    def sched():
+        run = wait = 0.0
+        for p in pids:
+            r, w, _ = open(f"/proc/{p}/schedstat").read().split()
+            run, wait = run + int(r) / 1e9, wait + int(w) / 1e9
+        return run, wait
+
+    builds = [("stoker", None)] + ([("base", a.base_site)] if a.base_site else [])
+    ratios = {}
+    try:
+        for r in range(a.rounds):
+            before = curl_run(names, server.url, sched, gb, f"round {r}: curl before")
+            got = {}
+            for label, site in (builds if r % 2 == 0 else builds[::-1]):
+                env = dict(os.environ, PYTHONPATH=site) if site else None
+                got[label] = subprocess.run([sys.executable, "-c", CHILD, server.url, os.path.join(a.dir, "share"),
+                                             ",".join(map(str, pids)), str(a.epochs)],
+                                            capture_output=True, text=True, check=True, env=env)
+            curl = (before + curl_run(names, server.url, sched, gb, "         curl after ")) / 2
+            for label, _ in builds:
+                for e, x in enumerate(json.loads(got[label].stdout.strip().splitlines()[-1])):
+                    assert x["bytes"] == 16 * 64 << 20, x
+                    rate = gb / x["s"]
+                    ratios.setdefault((label, e), []).append(rate / curl)
+                    print(f"         {label}, epoch {e}{' (fresh)' if e == 0 else '        '} {rate:.2f} GB/s "
+                          f"{rate / curl:.2f}x, client {x['cpu_s'] / gb:.2f} CPU-s/GB; {shares(x['run'], x['wait'])}",
+                          flush=True)
+    finally:
+        server.stop()
+    for (label, e), v in ratios.items():
+        v = sorted(v)
+        print(f"{label}, epoch {e}: median {v[len(v) // 2]:.2f}x curl (per round {' '.join(f'{x:.2f}' for x in v)}, "
+              "sorted)")
+
+
+if __name__ == "__main__":
+    main()
