@@ -3,9 +3,10 @@
 // later by another process (the training loop), not by this core, so pulling
 // its lines into this core's cache first (what a plain memcpy's stores do)
 // only costs memory traffic and evicts the source (measured in
-// docs/benchmarks.md).  Smaller copies are a plain memcpy.  The streaming
-// cache's fetchers copy out of libcurl's buffer with it for the same reason:
-// a reader thread reads the shard once all of it is in.
+// docs/benchmarks.md).  Smaller copies are a plain memcpy.
+// StreamCopy: non-temporal stores whatever the size, for the streaming
+// cache's fetchers copying out of libcurl's buffer, for the same reason: a
+// reader thread reads the shard once all of it is in.
 #ifndef STOKER_COLLATE_COLLATE_COPY_H_
 #define STOKER_COLLATE_COLLATE_COPY_H_
 
@@ -17,10 +18,11 @@ inline constexpr size_t kCollateCopyStreamingMin = 64 << 10;
 
 void CollateCopy(void* dst, const void* src, size_t n);
 
-// Non-temporal stores whatever the size (plain ones for the few bytes before
-// the destination's first 16-byte boundary and after its last 64-byte
-// block): for pieces appended to a buffer that this core will not read
-// again, however small each piece is.  The streaming cache copies each of
+// Non-temporal stores whatever the size: whole cache lines of the
+// destination, plain stores for the bytes before its first line boundary
+// and after its last whole line (and a plain memcpy under 128 bytes).  For
+// pieces appended to a buffer that this core will not read again, however
+// small each piece is.  The streaming cache copies each of
 // libcurl's writes (16 KiB, below CollateCopy's threshold) into a stream
 // buffer with it; as a plain memcpy those copies read every destination
 // line into the cache first and cost more than the socket's own copy
