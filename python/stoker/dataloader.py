@@ -275,6 +275,10 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             return it.stats(memory)
         st = dict(getattr(self, "_final_stats", {}))
         if st and memory:
-            st["main"] = dict(N.lib.process_memory(os.getpid()))
-            st["tree_pss"] = st["main"]["pss"]
+            try:
+                st["main"] = dict(N.lib.process_memory(os.getpid()))
+            except Exception:  # noqa: BLE001 - as a live iterator's: no /proc, no memory figures
+                pass
+            else:
+                st["tree_pss"] = st["main"]["pss"]
         return st
