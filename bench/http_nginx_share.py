@@ -21,6 +21,7 @@ too in each round, which of the two goes first alternating."""
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -119,9 +120,8 @@ def main():
     finally:
         server.stop()
     for (label, e), v in ratios.items():
-        v = sorted(v)
-        print(f"{label}, epoch {e}: median {v[len(v) // 2]:.2f}x curl (per round {' '.join(f'{x:.2f}' for x in v)}, "
-              "sorted)")
+        print(f"{label}, epoch {e}: median {statistics.median(v):.2f}x curl (per round "
+              f"{' '.join(f'{x:.2f}' for x in sorted(v))}, sorted)")
 
 
 if __name__ == "__main__":
