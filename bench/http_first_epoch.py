@@ -93,6 +93,17 @@ def served_tar_shards(root, shards, shard_mb):
     return names, sum(os.path.getsize(os.path.join(root, f)) for f in names)
 
 
+def curl_command(urls, connections):
+    """curl downloading every one of `urls` to /dev/null over `connections`
+    kept-alive connections (--parallel for more than one)."""
+    cmd = ["curl", "-s", "--no-progress-meter", "--fail"]
+    if connections > 1:
+        cmd += ["--parallel", "--parallel-max", str(connections)]
+    for u in urls:
+        cmd += ["-o", "/dev/null", u]
+    return cmd
+
+
 def cpu_of(pids):
     """CPU-seconds used so far by these processes (nginx's master and worker)."""
     return sum(cpu_seconds(p) or 0.0 for p in pids)
@@ -127,9 +138,7 @@ def main():
     gb = total / 1e9
 
     def curl(k):
-        cmd = ["curl", "-s", "--no-progress-meter", "--fail"] + (["--parallel", "--parallel-max", str(k)] if k > 1 else [])
-        for u in urls:
-            cmd += ["-o", "/dev/null", u]
+        cmd = curl_command(urls, k)
         t = os.times()
         s0, t0 = cpu_of(nginx), time.perf_counter()
         subprocess.run(cmd, check=True)

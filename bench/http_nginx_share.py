@@ -34,13 +34,11 @@ CHILD = r"""
 import json, shutil, sys, time
 import stoker
 from stoker.cache import StreamingDataset
-url, local, pids, epochs = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3].split(",")], int(sys.argv[4])
+url, local, pids, epochs, here = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3].split(",")], int(sys.argv[4]), sys.argv[5]
+sys.path.insert(0, here)
+from http_nginx_share import run_and_wait
 def snap():
-    run = wait = 0
-    for p in pids:
-        r, w, _ = open(f"/proc/{p}/schedstat").read().split()
-        run, wait = run + int(r) / 1e9, wait + int(w) / 1e9
-    return run, wait, time.perf_counter(), time.process_time()
+    return (*run_and_wait(pids), time.perf_counter(), time.process_time())
 shutil.rmtree(local, ignore_errors=True)
 s0 = snap()
 ds = StreamingDataset(url, local, max_bytes=0, mode="full", features={"x": ("float32", (1 << 18,))})
@@ -59,18 +57,27 @@ print(json.dumps(out))
 """
 
 
+def run_and_wait(pids):
+    """Seconds these processes have run, and waited to run (runnable, no CPU
+    free), so far: /proc/<pid>/schedstat."""
+    run = wait = 0.0
+    for p in pids:
+        with open(f"/proc/{p}/schedstat") as f:
+            r, w, _ = f.read().split()
+        run, wait = run + int(r) / 1e9, wait + int(w) / 1e9
+    return run, wait
+
+
 def shares(run, wait):
     return f"nginx running {100 * run:3.0f}%, waiting for a CPU {100 * wait:3.0f}%, asleep {100 * (1 - run - wait):3.0f}%"
 
 
-def curl_run(names, url, sched, gb, label):
-    cmd = ["curl", "-s", "--no-progress-meter", "--fail", "--parallel", "--parallel-max", "2"]
-    for n in names:
-        cmd += ["-o", "/dev/null", f"{url}/{n}"]
-    (r0, w0), t0 = sched(), time.perf_counter()
-    subprocess.run(cmd, check=True)
+def curl_run(names, url, pids, gb, label):
+    from http_first_epoch import curl_command
+    (r0, w0), t0 = run_and_wait(pids), time.perf_counter()
+    subprocess.run(curl_command([f"{url}/{n}" for n in names], 2), check=True)
     dt = time.perf_counter() - t0
-    r1, w1 = sched()
+    r1, w1 = run_and_wait(pids)
     print(f"{label}, 2 connections {gb / dt:.2f} GB/s {shares((r1 - r0) / dt, (w1 - w0) / dt)}")
     return gb / dt
 
@@ -90,25 +97,18 @@ def main():
     pids = tree_pids(server.proc.pid)
     gb = total / 1e9
 
-    def sched():
-        run = wait = 0.0
-        for p in pids:
-            r, w, _ = open(f"/proc/{p}/schedstat").read().split()
-            run, wait = run + int(r) / 1e9, wait + int(w) / 1e9
-        return run, wait
-
     builds = [("stoker", None)] + ([("base", a.base_site)] if a.base_site else [])
     ratios = {}
     try:
         for r in range(a.rounds):
-            before = curl_run(names, server.url, sched, gb, f"round {r}: curl before")
+            before = curl_run(names, server.url, pids, gb, f"round {r}: curl before")
             got = {}
             for label, site in (builds if r % 2 == 0 else builds[::-1]):
                 env = dict(os.environ, PYTHONPATH=site) if site else None
                 got[label] = subprocess.run([sys.executable, "-c", CHILD, server.url, os.path.join(a.dir, "share"),
-                                             ",".join(map(str, pids)), str(a.epochs)],
+                                             ",".join(map(str, pids)), str(a.epochs), HERE],
                                             capture_output=True, text=True, check=True, env=env)
-            curl = (before + curl_run(names, server.url, sched, gb, "         curl after ")) / 2
+            curl = (before + curl_run(names, server.url, pids, gb, "         curl after ")) / 2
             for label, _ in builds:
                 for e, x in enumerate(json.loads(got[label].stdout.strip().splitlines()[-1])):
                     assert x["bytes"] == 16 * 64 << 20, x

@@ -71,7 +71,7 @@ def main():
     from nginx import Nginx
     from streaming import served_shards
     from stoker._procfs import tree_pids
-    from http_first_epoch import cpu_of
+    from http_first_epoch import cpu_of, curl_command
     www = os.path.join(a.dir, "www")
     names, _ = served_shards(www, 16, 64)
     server = Nginx(os.path.join(a.dir, "nginx"), www).start()
@@ -86,11 +86,8 @@ def main():
                                  check=True)
             s = json.loads(got.stdout.strip().splitlines()[-1])
             n1 = cpu_of(nginx)
-            cmd = ["curl", "-s", "--no-progress-meter", "--fail", "--parallel", "--parallel-max", "2"]
-            for n in names:
-                cmd += ["-o", "/dev/null", f"{server.url}/{n}"]
             t0, c0 = time.perf_counter(), os.times()
-            subprocess.run(cmd, check=True)
+            subprocess.run(curl_command([f"{server.url}/{n}" for n in names], 2), check=True)
             curl, c1 = time.perf_counter() - t0, os.times()
             curl_cpu = c1.children_user + c1.children_system - c0.children_user - c0.children_system
             print(f"  round {r}: {s['first_shard']:.3f} {s['first_batch']:.3f} {s['last_shard']:.3f} "
