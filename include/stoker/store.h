@@ -108,15 +108,18 @@ class Store {
   // does not say: 2 for a directory or an HTTP server, 8 for AWS S3 (each
   // connection to S3 carries a part of what the network can).
   virtual uint32_t PreferredConnections() const { return 2; }
-  // Counters: requests made and retried, bytes received.
+  // Counters: requests made and retried, bytes received, and of those the
+  // bytes a range read received straight into the caller's memory (HTTP's and
+  // S3's reads over plain http://: no copy out of libcurl's buffer).
   uint64_t requests() const { return requests_; }
   uint64_t retries() const { return retries_; }
   uint64_t bytes_received() const { return bytes_; }
+  uint64_t bytes_in_place() const { return bytes_in_place_; }
 
  protected:
   explicit Store(std::string url) : url_(std::move(url)) {}
   std::string url_;
-  uint64_t requests_ = 0, retries_ = 0, bytes_ = 0;
+  uint64_t requests_ = 0, retries_ = 0, bytes_ = 0, bytes_in_place_ = 0;
 };
 
 }  // namespace stoker

@@ -116,6 +116,7 @@ struct StreamingStats {
   uint64_t fetchers_tried = 0;                   // auto: connections added to see whether they help
   std::vector<int> fetcher_cpus;                 // the CPUs they are confined to (empty: not confined)
   uint64_t requests = 0, retries = 0;            // the fetchers' requests to the store, and of those retried
+  uint64_t bytes_in_place = 0;                   // of the bytes streamed, those received in place (Store::bytes_in_place)
   uint64_t remote_shards = 0, remote_bytes = 0;
   uint64_t seen_shards = 0, seen_bytes = 0;      // shards that have been part of an epoch
   double fraction_seen = 0;                      // seen_bytes / remote_bytes

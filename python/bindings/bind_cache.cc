@@ -77,6 +77,7 @@ py::dict StatsDict(const StreamingStats& s) {
   d["fetcher_cpus"] = s.fetcher_cpus;
   d["requests"] = s.requests;
   d["retries"] = s.retries;
+  d["bytes_in_place"] = s.bytes_in_place;
   d["remote_shards"] = s.remote_shards;
   d["remote_bytes"] = s.remote_bytes;
   d["seen_shards"] = s.seen_shards;
@@ -160,7 +161,8 @@ void BindCache(py::module_& m) {
            py::arg("name"), py::arg("path"), py::arg("expected_size") = 0)
       .def_property_readonly("requests", &Store::requests)
       .def_property_readonly("retries", &Store::retries)
-      .def_property_readonly("bytes_received", &Store::bytes_received);
+      .def_property_readonly("bytes_received", &Store::bytes_received)
+      .def_property_readonly("bytes_in_place", &Store::bytes_in_place);
 
   py::class_<ShardCache::Pin>(m, "ShardPin")
       .def_property_readonly("path", &ShardCache::Pin::path)

@@ -158,7 +158,8 @@ bool HttpRangeGet::SendAll(const std::string& req, std::string* error) {
 
 HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset, uint64_t n, uint8_t* dst,
                                         const std::function<void(size_t)>& arrived,
-                                        const std::function<Status(uint64_t)>* ready) {
+                                        const std::function<Status(uint64_t)>* ready,
+                                        const std::string& request) {
   Outcome out;
   if (n == 0) return out;
   UrlParts parts;
@@ -166,9 +167,11 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
     out.fallback = true;  // libcurl names what is wrong with it
     return out;
   }
-  const std::string req = "GET " + parts.target + " HTTP/1.1\r\nHost: " + parts.host_header +
-                          "\r\nRange: bytes=" + std::to_string(offset) + "-" + std::to_string(offset + n - 1) +
-                          "\r\nUser-Agent: stoker\r\nAccept: */*\r\nAccept-Encoding: identity\r\n\r\n";
+  std::string req = request;
+  if (req.empty())
+    req = "GET " + parts.target + " HTTP/1.1\r\nHost: " + parts.host_header + "\r\nRange: bytes=" +
+          std::to_string(offset) + "-" + std::to_string(offset + n - 1) +
+          "\r\nUser-Agent: stoker\r\nAccept: */*\r\nAccept-Encoding: identity\r\n\r\n";
   // A kept-alive connection the server has closed since shows up as a failed
   // send or an end of stream before any byte of the answer: once, connect
   // again and ask again.

@@ -47,9 +47,11 @@ class HttpRangeGet {
   // it); on failure the bytes that arrived stay (a retry asks for the rest).
   // `ready` (optional; Store::ReadReady, offsets from dst) before a piece
   // lands past where it last said; its error ends the GET (not transient).
+  // `request`: the request to send, header block and all, for these bytes
+  // (a signed one: RequestCapture); empty, a plain GET made here.
   Outcome Get(const std::string& url, uint64_t offset, uint64_t n, uint8_t* dst,
               const std::function<void(size_t)>& arrived,
-              const std::function<Status(uint64_t)>* ready = nullptr);
+              const std::function<Status(uint64_t)>* ready = nullptr, const std::string& request = "");
 
  private:
   Status Connect(const std::string& url, bool* transient);

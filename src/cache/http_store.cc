@@ -233,12 +233,15 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
   auto* out = static_cast<char*>(dst);
   uint64_t got = 0;     // kept across attempts: a retry asks for the rest
   uint64_t summed = 0;  // out[0, summed) is in crc
+  uint64_t in_place = 0;  // of out[0, got), the bytes HttpRangeGet received
   uint32_t crc = 0;
   // The CRC follows the bytes in pieces of at least this much: large enough
   // for its three-stream loop, small enough to still be in the CPU's cache.
   constexpr uint64_t kCrcPiece = 256 << 10;
   auto done = [&] {  // all n bytes are in: the rest of the CRC
     if (crc32c) *crc32c = Crc32cExtend(crc, out + summed, got - summed);
+    bytes_ += n;
+    bytes_in_place_ += in_place;
     return Status::OK();
   };
   return WithRetries("GET " + url + " bytes " + std::to_string(offset) + "-" + std::to_string(offset + n - 1),
@@ -257,17 +260,18 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
         summed = got;
       }
     };
-    if (in_place_) {
+    Result<std::string> request = in_place_ ? InPlaceRequest(url, range) : Result<std::string>(std::string());
+    if (in_place_ && request.ok()) {
       ++requests_;
       const uint64_t from = got;  // (Get's offsets are from out + from)
       const std::function<Status(uint64_t)> ready_here = [&](uint64_t upto) { return (*ready)(from + upto); };
       HttpRangeGet::Outcome r = in_place_->Get(url, offset + got, n - got, reinterpret_cast<uint8_t*>(out) + got,
-                                               arrived, ready ? &ready_here : nullptr);
+                                               arrived, ready ? &ready_here : nullptr, *request);
+      in_place += got - from;
       if (r.ignored_range) return ignored();
       if (!r.fallback) {
         *transient = r.transient;
         if (!r.status.ok()) return r.status;
-        bytes_ += n;
         return done();
       }
       // An answer left to libcurl (an error status, a redirect...): ask again through it.
@@ -304,7 +308,6 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
     if (r.code != CURLE_OK || (r.status != 206 && r.status != 200)) return Failure(r, url);
     if (got < n) return Status::IOError("the response ended after " + std::to_string(got) + " of " +
                                         std::to_string(n) + " bytes", EIO);
-    bytes_ += n;
     return done();
   });
 }

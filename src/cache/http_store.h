@@ -50,7 +50,7 @@ class HttpStore : public Store {
 
  protected:
   // base: the URL objects' names are appended to; in_place: Read may take
-  // the HttpRangeGet path (plain, unsigned requests only).
+  // the HttpRangeGet path (over plain http://, with InPlaceRequest's request).
   HttpStore(std::string url, std::string base, const StoreOptions& o, bool in_place);
   // Sets what every request of this store needs (signing) on the curl handle
   // and appends its headers.
@@ -60,6 +60,14 @@ class HttpStore : public Store {
   virtual Status Failure(const Response& r, const std::string& url);
   // Whether that answer is worth another attempt.
   virtual bool Transient(const Response& r);
+  // The request Read's in-place path (HttpRangeGet) sends for `url`'s bytes
+  // `range` ("A-B"): empty for HttpRangeGet's own plain GET; a store whose
+  // requests are signed makes it here.  An error: this attempt goes through
+  // libcurl instead.
+  virtual Result<std::string> InPlaceRequest(const std::string& url, const std::string& range) {
+    (void)url, (void)range;
+    return std::string();
+  }
   // One request; `sink` takes body bytes (false: stop, a local error).
   Response Perform(const std::string& url, bool head, const std::string& range,
                    const std::function<bool(const char*, size_t)>& sink);

@@ -61,7 +61,7 @@ Status S3Store::SplitUrl(const std::string& url, std::string* bucket, std::strin
 
 S3Store::S3Store(std::string url, std::string base, const StoreOptions& o, S3Config c, std::string bucket,
                  std::string prefix, std::string bucket_url)
-    : HttpStore(std::move(url), std::move(base), o, /*in_place=*/false),
+    : HttpStore(std::move(url), std::move(base), o, /*in_place=*/true),
       config_(std::move(c)),
       bucket_(std::move(bucket)),
       prefix_(std::move(prefix)),
@@ -103,6 +103,11 @@ void S3Store::Prepare(void* curl, curl_slist** headers) {
   *headers = curl_slist_append(*headers, (std::string("x-amz-content-sha256: ") + kEmptySha256).c_str());
   if (!config_.session_token.empty())
     *headers = curl_slist_append(*headers, ("x-amz-security-token: " + config_.session_token).c_str());
+}
+
+Result<std::string> S3Store::InPlaceRequest(const std::string& url, const std::string& range) {
+  if (config_.access_key_id.empty()) return std::string();  // unsigned: HttpRangeGet's plain GET
+  return signed_.Get(url, range, [this](void* curl, curl_slist** headers) { Prepare(curl, headers); });
 }
 
 std::string S3Store::Describe(const std::string& url) const {

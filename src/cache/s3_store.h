@@ -5,8 +5,12 @@
 // (AccessDenied, SignatureDoesNotMatch, NoSuchBucket, NoSuchKey; never a
 // secret); which retries SlowDown, InternalError and RequestTimeout as well
 // as 5xx, waiting as long as Retry-After asks; and which lists the objects
-// under its prefix (ListObjectsV2, every page).  Reads go through libcurl
-// (a signed request cannot take HttpRangeGet's path).
+// under its prefix (ListObjectsV2, every page).  Over plain http:// (a server
+// of one's own) a range read's body is received in place, as HttpStore's is:
+// libcurl signs the request (RequestCapture takes it as written) and
+// HttpRangeGet sends it and receives the answer into the caller's memory.
+// Any answer but the bytes (403, 404, 503...) is asked again through libcurl,
+// which names the error.
 #ifndef STOKER_CACHE_S3_STORE_H_
 #define STOKER_CACHE_S3_STORE_H_
 
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "cache/http_store.h"
+#include "cache/request_capture.h"
 #include "cache/s3_config.h"
 
 namespace stoker {
@@ -40,6 +45,7 @@ class S3Store : public HttpStore {
   void Prepare(void* curl, curl_slist** headers) override;
   Status Failure(const Response& r, const std::string& url) override;
   bool Transient(const Response& r) override;
+  Result<std::string> InPlaceRequest(const std::string& url, const std::string& range) override;
 
  private:
   S3Store(std::string url, std::string base, const StoreOptions& o, S3Config c, std::string bucket,
@@ -50,6 +56,7 @@ class S3Store : public HttpStore {
   std::string bucket_, prefix_;
   std::string bucket_url_;  // what ListObjectsV2's query goes on
   std::string sigv4_;       // CURLOPT_AWS_SIGV4's value
+  RequestCapture signed_;   // libcurl's signed range GETs, for the in-place receive
 };
 
 }  // namespace stoker

@@ -301,6 +301,7 @@ StreamingStats StreamingDataset::stats() const {
   s.fetcher_cpus = m.o.fetcher_cpus;
   s.requests = m.store_requests;
   s.retries = m.store_retries;
+  s.bytes_in_place = m.store_bytes_in_place;
   s.remote_shards = m.shards.size();
   s.remote_bytes = m.remote_bytes;
   for (uint32_t i = 0; i < m.shards.size(); ++i)

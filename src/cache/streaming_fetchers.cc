@@ -163,7 +163,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
     }
     if (!cached && ++downloading == 1) busy_since = MonotonicNanos() * 1e-9;
     if (!cached) bytes_in_flight += info.size;
-    const uint64_t requests0 = store->requests(), retries0 = store->retries();
+    const uint64_t requests0 = store->requests(), retries0 = store->retries(), in_place0 = store->bytes_in_place();
     const double started = MonotonicNanos() * 1e-9;
     l.unlock();
     Result<ShardCache::Pin> pin = Status::OK();
@@ -177,6 +177,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
     l.lock();
     store_requests += store->requests() - requests0;
     store_retries += store->retries() - retries0;
+    store_bytes_in_place += store->bytes_in_place() - in_place0;
     if (buf) {
       if (streamed_st.ok()) {
         ++streamed;

@@ -75,6 +75,31 @@ def test_sizes_ranges_whole_objects_and_downloads(s3, tmp_path):
     assert st.retries == 0 and st.requests >= 5
 
 
+def test_a_range_read_is_signed_by_libcurl_and_received_in_place(s3):
+    # SeaweedFS checks each signature: a request it refused would be asked
+    # again through libcurl (two requests, nothing received in place).
+    st = Store("s3://data/objs", storage_options=s3.options())
+    assert st.read("blob.bin", 12345, 2 << 20) == s3.blob[12345:12345 + (2 << 20)]
+    assert st.read("with space+plus.bin", 4, 4) == b"name"  # the key encoded as the signature has it
+    assert (st.requests, st.retries, st.bytes_in_place) == (2, 0, (2 << 20) + 4)
+    # The same through libcurl's receive, when asked.
+    st = Store("s3://data/objs", storage_options=s3.options(), receive_in_place=False)
+    assert st.read("blob.bin", 0, 1000) == s3.blob[:1000]
+    assert (st.requests, st.bytes_in_place) == (1, 0)
+    # A refused signature and a missing key: named as S3 names them (libcurl
+    # asks again and reads the error's body), not retried, no secret shown.
+    bad = s3.options(aws_secret_access_key="not-the-secret-42")
+    st = Store("s3://data/objs", storage_options=bad, backoff_s=5)
+    with pytest.raises(OSError, match="s3://data/objs/blob.bin: SignatureDoesNotMatch") as e:
+        st.read("blob.bin", 0, 1000)
+    assert "not-the-secret-42" not in str(e.value)
+    assert (st.requests, st.retries, st.bytes_in_place) == (2, 0, 0)
+    st = Store("s3://data/objs", storage_options=s3.options(), backoff_s=5)
+    with pytest.raises(FileNotFoundError, match="s3://data/objs/nope.bin: NoSuchKey"):
+        st.read("nope.bin", 0, 10)
+    assert (st.requests, st.retries) == (2, 0)
+
+
 def test_credentials_from_the_environment_the_profile_files_and_the_options(s3, monkeypatch, tmp_path):
     # The environment.
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
@@ -176,7 +201,9 @@ def test_full_mode_streams_every_sample_once_through_memory(s3, tmp_path):
         loader.set_epoch(epoch)
         ys = [y for b in loader for y in b["y"].tolist()]
         assert sorted(ys) == list(range(4 * PER_SHARD)), epoch
-    assert ds.stats()["fetch_errors"] == 0
+    st = ds.stats()
+    assert st["fetch_errors"] == 0
+    assert st["bytes_in_place"] == st["bytes_downloaded"] > 0, st  # every shard signed and received in place
     ds.close()
 
 
@@ -310,6 +337,14 @@ def test_slowdown_and_request_timeout_are_retried_honouring_retry_after(flaky):
     assert st.retries == 3
     gaps = np.diff(_Flaky.seen)
     assert gaps[0] >= 0.95, gaps  # Retry-After: 1, not the 10 ms backoff
+    # A range read in place: its answer of SlowDown is asked again at once
+    # through libcurl, whose answer the retries follow.
+    _Flaky.script, _Flaky.seen = [(503, "SlowDown", {"Retry-After": "1"})] * 2, []
+    st = Store("s3://bkt/p", storage_options=opts, backoff_s=0.01)
+    assert st.read("obj", 0, 7) == b"payload"
+    assert (st.retries, st.requests, st.bytes_in_place) == (1, 3, 7)
+    gaps = np.diff(_Flaky.seen)
+    assert gaps[0] < 0.9 and gaps[1] >= 0.95, gaps
     # Access denied is final at once.
     _Flaky.script = [(403, "AccessDenied", {})]
     st = Store("s3://bkt/p", storage_options=opts, backoff_s=0.01)

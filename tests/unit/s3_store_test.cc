@@ -5,8 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
+
+#include "io/crc32c.h"
+#include "nginx_server.h"
+#include "test_files.h"
+#include "watchdog.h"
 
 namespace stoker {
 namespace {
@@ -67,6 +74,58 @@ TEST(S3Store, OpenedByUrlAndMistakesNamed) {
   auto size = (*s)->Size("x");
   ASSERT_FALSE(size.ok());
   EXPECT_EQ(size.status().code(), Status::Code::kIOError);
+}
+
+// Over a plain http:// endpoint a signed read's body is received in place
+// (libcurl signs, RequestCapture takes the request, HttpRangeGet receives).
+// nginx does not check signatures; SeaweedFS does, in test_s3.py.
+TEST(S3Store, SignedReadsReceivedInPlaceAndErrorsLeftToLibcurl) {
+  if (!testing::NginxServer::Installed()) GTEST_SKIP() << "nginx is not installed (scripts/run.sh installs it)";
+  testing::Watchdog dog(std::chrono::seconds(60), "S3Store.InPlace");
+  const std::string root = testing::TempPath("s3_nginx_root");
+  std::filesystem::create_directories(root + "/bkt/pre");
+  std::string data(3 << 20, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + i / 4093);
+  testing::WriteFile(root + "/bkt/pre/obj.bin", data);
+  auto server = std::make_unique<testing::NginxServer>(testing::TempPath("s3_nginx"), root);
+  ASSERT_TRUE(server->Start());
+  for (bool in_place : {true, false}) {
+    for (bool keyed : {true, false}) {  // signed, and a public bucket's unsigned requests
+      StoreOptions o;
+      o.receive_in_place = in_place;
+      o.attempts = 2;
+      o.s3.endpoint = server->url();
+      o.s3.region = "us-east-1";
+      o.s3.access_key_id = keyed ? "AKEXAMPLE" : "";
+      o.s3.secret_access_key = keyed ? "s3cret" : "";
+      auto s = S3Store::Create("s3://bkt/pre", o, Env({}));
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      const uint64_t offset = 12345, n = 2 << 20;
+      std::string out(n, '\0');
+      uint32_t crc = 0;
+      Status st = (*s)->Read("obj.bin", offset, n, out.data(), &crc);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_TRUE(out == data.substr(offset, n)) << "in_place " << in_place << " keyed " << keyed;
+      EXPECT_EQ(crc, Crc32c(data.data() + offset, n));
+      EXPECT_EQ((*s)->requests(), 1u) << "an answer left to libcurl asks twice";
+      EXPECT_EQ((*s)->bytes_received(), n);
+      EXPECT_EQ((*s)->bytes_in_place(), in_place ? n : 0u);
+      // No such key: the in-place path leaves the 404 to libcurl, which names it.
+      st = (*s)->Read("missing.bin", 0, 10, out.data());
+      EXPECT_FALSE(st.ok());
+      EXPECT_NE(st.message().find("s3://bkt/pre/missing.bin"), std::string::npos) << st.ToString();
+      EXPECT_EQ((*s)->requests(), in_place ? 3u : 2u);
+      EXPECT_EQ((*s)->retries(), 0u) << "a 404 is not retried";
+      // And the connection serves the next read.
+      st = (*s)->Read("obj.bin", 0, 1000, out.data());
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_EQ(out.substr(0, 1000), data.substr(0, 1000));
+      EXPECT_EQ((*s)->bytes_in_place(), in_place ? n + 1000 : 0u);
+    }
+  }
+  server.reset();
+  std::filesystem::remove_all(root);
+  std::filesystem::remove_all(testing::TempPath("s3_nginx"));
 }
 
 }  // namespace
