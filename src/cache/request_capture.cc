@@ -69,8 +69,9 @@ void RequestCapture::DropPending() {
 
 Result<std::string> RequestCapture::Get(const std::string& url, const std::string& range,
                                         const std::function<void(void*, curl_slist**)>& prepare) {
-  if (listener_ < 0) STOKER_RETURN_IF_ERROR(Listen());
-  if (!curl_ && !(curl_ = curl_easy_init())) return Status::Internal("curl_easy_init failed");
+  if (!failed_.ok()) return failed_;
+  if (listener_ < 0 && !(failed_ = Listen()).ok()) return failed_;
+  if (!curl_ && !(curl_ = curl_easy_init())) return failed_ = Status::Internal("curl_easy_init failed");
   CURL* c = static_cast<CURL*>(curl_);
   curl_easy_reset(c);
   head_.clear();
@@ -80,8 +81,7 @@ Result<std::string> RequestCapture::Get(const std::string& url, const std::strin
   curl_easy_setopt(c, CURLOPT_PROXY, "");  // the request in origin form, whatever the environment says
   curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
   curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);  // (the listener answers at once; a bound, not a wait)
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);  // (the listener drops it at once; a bound, not a wait)
   curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, RequestCaptureCallbacks::Open);
   curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, this);
   curl_easy_setopt(c, CURLOPT_DEBUGFUNCTION, RequestCaptureCallbacks::Debug);
@@ -94,7 +94,7 @@ Result<std::string> RequestCapture::Get(const std::string& url, const std::strin
   if (headers) curl_slist_free_all(headers);
   DropPending();  // a second address's connection (IPv6 and IPv4 both tried)
   if (head_.size() < 4 || head_.compare(head_.size() - 4, 4, "\r\n\r\n") != 0)
-    return Status::Internal("libcurl wrote no request for " + url + " (" + curl_easy_strerror(rc) + ")");
+    return failed_ = Status::Internal("libcurl wrote no request for " + url + " (" + curl_easy_strerror(rc) + ")");
   return head_;
 }
 

@@ -35,7 +35,10 @@ class RequestCapture {
 
   // The header block (request line, headers, the blank line) of a GET of
   // `url` for bytes `range` ("A-B"), with what `prepare` sets on the handle
-  // and appends to its headers (HttpStore::Prepare's signature).
+  // and appends to its headers (HttpStore::Prepare's signature).  Once it
+  // has failed (a libcurl whose debug callback never sees the request
+  // waits for its timeout, 2 s), every later call fails at once with the
+  // same error: the caller's other path serves.
   Result<std::string> Get(const std::string& url, const std::string& range,
                           const std::function<void(void* curl, curl_slist** headers)>& prepare);
 
@@ -48,6 +51,7 @@ class RequestCapture {
   sockaddr_in at_{};
   void* curl_ = nullptr;
   std::string head_;  // the header block libcurl wrote
+  Status failed_;     // the first failure, kept
 };
 
 }  // namespace stoker

@@ -116,5 +116,30 @@ TEST(RequestCapture, NamesThatResolveTwiceAProxyInTheEnvironmentAndNoLeaks) {
   EXPECT_FALSE(server.Connected());
 }
 
+TEST(RequestCapture, AFailureIsKeptAndTheNextCallsFailAtOnce) {
+  testing::Watchdog dog(std::chrono::seconds(60), "RequestCapture");
+  Silent server;
+  RequestCapture capture;
+  int prepared = 0;
+  // A libcurl whose debug callback never sees the request (verbose off):
+  // the capture waits out its bound, then says so.
+  auto quiet = [&](void* curl, curl_slist** headers) {
+    ++prepared;
+    Signed("AK", "s")(curl, headers);
+    curl_easy_setopt(static_cast<CURL*>(curl), CURLOPT_VERBOSE, 0L);
+  };
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port) + "/b/k";
+  auto got = capture.Get(url, "0-9", quiet);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("libcurl wrote no request for " + url), std::string::npos)
+      << got.status().ToString();
+  // Later calls: the same error, without another transfer.
+  got = capture.Get(url, "0-9", Signed("AK", "s"));
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("libcurl wrote no request"), std::string::npos);
+  EXPECT_EQ(prepared, 1);
+  EXPECT_FALSE(server.Connected());
+}
+
 }  // namespace
 }  // namespace stoker
