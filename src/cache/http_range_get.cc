@@ -14,7 +14,8 @@ namespace stoker {
 
 namespace {
 
-constexpr size_t kMaxHeader = 16 << 10;  // a larger header block goes to libcurl
+constexpr size_t kMaxHeader = 16 << 10;     // a larger header block goes to libcurl
+constexpr uint64_t kMaxErrorBody = 64 << 10;  // so does a larger error answer
 // Each receive asks for at most this much, so that the caller's CRC over a
 // piece finds it still in the CPU's cache.
 constexpr size_t kPiece = 256 << 10;
@@ -240,6 +241,34 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
   uint64_t length = 0;
   const bool has_length = HeaderValue(block, "Content-Length", &v) && ParseU64(v, &length);
   bool usable = has_length && !HeaderValue(block, "Transfer-Encoding", &v);
+  bool keep = http11;
+  if (HeaderValue(block, "Connection", &v)) keep = strcasecmp(v.c_str(), "close") != 0;
+  if (status >= 400 && status < 600 && usable && length <= kMaxErrorBody) {
+    // An error answer: read its body (S3 names the error there) and leave
+    // the connection ready for the next request.
+    out.error_status = status;
+    if (HeaderValue(block, "Retry-After", &v)) {  // seconds (an HTTP date is not used by S3)
+      char* end = nullptr;
+      const double s = std::strtod(v.c_str(), &end);
+      if (end != v.c_str() && s >= 0) out.retry_after_s = std::min(s, 600.0);
+    }
+    std::string& body = out.error_body;
+    body = body_start.substr(0, length);
+    while (body.size() < length) {
+      char buf[4096];
+      size_t k = 0;
+      const CURLcode rc = curl_easy_recv(static_cast<CURL*>(curl_), buf,
+                                         std::min<size_t>(sizeof buf, length - body.size()), &k);
+      if (rc == CURLE_AGAIN && Wait(POLLIN)) continue;
+      if (rc != CURLE_OK || k == 0) {
+        keep = false;  // (the body cut short: what came names the error as well as it can)
+        break;
+      }
+      body.append(buf, k);
+    }
+    if (!keep || body_start.size() > length) Drop();
+    return out;
+  }
   if (usable && status == 206) {
     // Content-Range: bytes A-B/T, A where we asked.
     usable = HeaderValue(block, "Content-Range", &v) && v.compare(0, 6, "bytes ") == 0;
@@ -259,8 +288,6 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
     out.fallback = true;
     return out;
   }
-  bool keep = http11;
-  if (HeaderValue(block, "Connection", &v)) keep = strcasecmp(v.c_str(), "close") != 0;
 
   const uint64_t want = std::min(n, length);
   uint64_t got = std::min<uint64_t>(body_start.size(), want);

@@ -10,13 +10,16 @@
 // reads the response with curl_easy_send / curl_easy_recv on it, and keeps
 // the connection for the next request (HTTP/1.1 keep-alive).
 //
-// It handles exactly one kind of answer: 206 with a Content-Range starting at
-// the byte asked for, or 200 with a Content-Length when the range starts at 0,
-// without Transfer-Encoding.  Any other answer (an error status, a redirect,
-// chunked encoding, a header block over 16 KiB) is `fallback`: the connection
-// is dropped and the caller asks again through libcurl's full machinery,
-// which turns it into the right error or follows it.  HTTPS and proxies are
-// left to libcurl (HttpStore decides).
+// It takes the bytes in exactly one kind of answer: 206 with a Content-Range
+// starting at the byte asked for, or 200 with a Content-Length when the range
+// starts at 0, without Transfer-Encoding.  An error status (4xx, 5xx) with a
+// Content-Length of at most 64 KiB is read whole and handed back (status,
+// body, Retry-After) for the caller to name and to retry as it would
+// libcurl's answer: an S3 SlowDown is not asked again at once.  Any other
+// answer (a redirect, chunked encoding, a header block over 16 KiB, a larger
+// error body) is `fallback`: the connection is dropped and the caller asks
+// again through libcurl's full machinery, which follows it or names it.
+// HTTPS and proxies are left to libcurl (HttpStore decides).
 #ifndef STOKER_CACHE_HTTP_RANGE_GET_H_
 #define STOKER_CACHE_HTTP_RANGE_GET_H_
 
@@ -41,6 +44,11 @@ class HttpRangeGet {
     bool transient = false;   // worth another attempt (connection trouble, a body cut short)
     bool fallback = false;    // an answer this path leaves to libcurl (see above)
     bool ignored_range = false;  // 200 for a range that does not start at 0
+    // An error answer (status OK, no bytes in dst): its HTTP status (0: none),
+    // body and Retry-After in seconds (-1: none).
+    long error_status = 0;
+    std::string error_body;
+    double retry_after_s = -1;
   };
   // GET `url` bytes [offset, offset + n) into dst.  `arrived(k)` is called
   // after each piece of k bytes lands (in order, at dst + the bytes before

@@ -253,6 +253,12 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
       return Status::IOError(url + ": the server does not answer range requests (HTTP 200 for bytes " + range + ")",
                              EIO);
     };
+    auto refused = [&](const Response& r) {  // an answer without the bytes: named, and worth another try or not
+      *transient = Transient(r) || (r.code == CURLE_OK && r.status == 206 && got < n);
+      if (r.code == CURLE_OK && r.status == 416)
+        return Status::InvalidArgument(url + ": bytes " + range + " are past the end of the object (HTTP 416)");
+      return Failure(r, url);
+    };
     auto arrived = [&](size_t k) {  // out[got, got + k) came in
       got += k;
       if (crc32c && got - summed >= kCrcPiece) {
@@ -269,12 +275,19 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
                                                arrived, ready ? &ready_here : nullptr, *request);
       in_place += got - from;
       if (r.ignored_range) return ignored();
+      if (r.error_status) {  // read in place: named and retried as libcurl's answer would be
+        Response e;
+        e.status = r.error_status;
+        e.body = std::move(r.error_body);
+        e.retry_after_s = last_retry_after_s_ = r.retry_after_s;
+        return refused(e);
+      }
       if (!r.fallback) {
         *transient = r.transient;
         if (!r.status.ok()) return r.status;
         return done();
       }
-      // An answer left to libcurl (an error status, a redirect...): ask again through it.
+      // An answer left to libcurl (a redirect, chunked...): ask again through it.
     }
     CURL* c = static_cast<CURL*>(curl_);
     bool ignored_range = false;
@@ -302,10 +315,8 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
     });
     if (ignored_range) return ignored();
     if (!not_ready.ok()) return not_ready;
-    *transient = Transient(r) || (r.code == CURLE_OK && r.status == 206 && got < n);
-    if (r.code == CURLE_OK && r.status == 416)
-      return Status::InvalidArgument(url + ": bytes " + range + " are past the end of the object (HTTP 416)");
-    if (r.code != CURLE_OK || (r.status != 206 && r.status != 200)) return Failure(r, url);
+    if (r.code != CURLE_OK || (r.status != 206 && r.status != 200)) return refused(r);
+    *transient = r.status == 206 && got < n;
     if (got < n) return Status::IOError("the response ended after " + std::to_string(got) + " of " +
                                         std::to_string(n) + " bytes", EIO);
     return done();

@@ -86,18 +86,20 @@ def test_a_range_read_is_signed_by_libcurl_and_received_in_place(s3):
     st = Store("s3://data/objs", storage_options=s3.options(), receive_in_place=False)
     assert st.read("blob.bin", 0, 1000) == s3.blob[:1000]
     assert (st.requests, st.bytes_in_place) == (1, 0)
-    # A refused signature and a missing key: named as S3 names them (libcurl
-    # asks again and reads the error's body), not retried, no secret shown.
+    # A refused signature and a missing key: named from S3's error body, read
+    # in place (one request each), not retried, no secret shown.
     bad = s3.options(aws_secret_access_key="not-the-secret-42")
     st = Store("s3://data/objs", storage_options=bad, backoff_s=5)
     with pytest.raises(OSError, match="s3://data/objs/blob.bin: SignatureDoesNotMatch") as e:
         st.read("blob.bin", 0, 1000)
     assert "not-the-secret-42" not in str(e.value)
-    assert (st.requests, st.retries, st.bytes_in_place) == (2, 0, 0)
+    assert (st.requests, st.retries, st.bytes_in_place) == (1, 0, 0)
     st = Store("s3://data/objs", storage_options=s3.options(), backoff_s=5)
     with pytest.raises(FileNotFoundError, match="s3://data/objs/nope.bin: NoSuchKey"):
         st.read("nope.bin", 0, 10)
-    assert (st.requests, st.retries) == (2, 0)
+    assert (st.requests, st.retries) == (1, 0)
+    assert st.read("blob.bin", 0, 10) == s3.blob[:10]  # the connection serves on
+    assert (st.requests, st.bytes_in_place) == (2, 10)
 
 
 def test_credentials_from_the_environment_the_profile_files_and_the_options(s3, monkeypatch, tmp_path):
@@ -337,14 +339,19 @@ def test_slowdown_and_request_timeout_are_retried_honouring_retry_after(flaky):
     assert st.retries == 3
     gaps = np.diff(_Flaky.seen)
     assert gaps[0] >= 0.95, gaps  # Retry-After: 1, not the 10 ms backoff
-    # A range read in place: its answer of SlowDown is asked again at once
-    # through libcurl, whose answer the retries follow.
-    _Flaky.script, _Flaky.seen = [(503, "SlowDown", {"Retry-After": "1"})] * 2, []
+    # The same for a range read in place: each SlowDown read there, waited
+    # for as it asks, then asked again.
+    _Flaky.script, _Flaky.seen = [(503, "SlowDown", {"Retry-After": "1"}), (500, "InternalError", {})], []
     st = Store("s3://bkt/p", storage_options=opts, backoff_s=0.01)
     assert st.read("obj", 0, 7) == b"payload"
-    assert (st.retries, st.requests, st.bytes_in_place) == (1, 3, 7)
+    assert (st.retries, st.requests, st.bytes_in_place) == (2, 3, 7)
     gaps = np.diff(_Flaky.seen)
-    assert gaps[0] < 0.9 and gaps[1] >= 0.95, gaps
+    assert gaps[0] >= 0.95 and gaps[1] < 0.9, gaps
+    _Flaky.script = [(503, "SlowDown", {})] * 3
+    st = Store("s3://bkt/p", storage_options=opts, backoff_s=0.01, attempts=3)
+    with pytest.raises(OSError, match="failed after 3 attempts .*s3://bkt/p/obj: SlowDown \\(HTTP 503\\)"):
+        st.read("obj", 0, 7)
+    assert (st.retries, st.requests) == (2, 3)
     # Access denied is final at once.
     _Flaky.script = [(403, "AccessDenied", {})]
     st = Store("s3://bkt/p", storage_options=opts, backoff_s=0.01)

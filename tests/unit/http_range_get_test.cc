@@ -44,7 +44,16 @@ TEST(HttpRangeGet, RangesInPlaceAndWhatItLeavesToLibcurl) {
   }
   char buf[16];
   auto missing = get.Get(server->url() + "/nope.bin", 0, sizeof buf, reinterpret_cast<uint8_t*>(buf), [](size_t) {});
-  EXPECT_TRUE(missing.fallback);  // a 404: libcurl turns it into the error
+  // A 404: read whole, for the caller to name; the connection stays for the next.
+  EXPECT_TRUE(missing.status.ok() && !missing.fallback) << missing.status.ToString();
+  EXPECT_EQ(missing.error_status, 404);
+  EXPECT_NE(missing.error_body.find("404 Not Found"), std::string::npos) << missing.error_body;
+  EXPECT_EQ(missing.retry_after_s, -1);
+  std::string again(1000, '\0');
+  auto after = get.Get(server->url() + "/obj.bin", 5, again.size(), reinterpret_cast<uint8_t*>(again.data()),
+                       [](size_t) {});
+  ASSERT_TRUE(after.status.ok() && !after.error_status) << after.status.ToString();
+  EXPECT_EQ(again, data.substr(5, again.size()));
   auto moved = get.Get(server->url() + "/moved/obj.bin", 0, sizeof buf, reinterpret_cast<uint8_t*>(buf), [](size_t) {});
   EXPECT_TRUE(moved.fallback);  // a redirect: libcurl follows it
   server->Stop();
