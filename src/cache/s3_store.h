@@ -9,8 +9,8 @@
 // of one's own) a range read's body is received in place, as HttpStore's is:
 // libcurl signs the request (RequestCapture takes it as written) and
 // HttpRangeGet sends it and receives the answer into the caller's memory.
-// Any answer but the bytes (403, 404, 503...) is asked again through libcurl,
-// which names the error.
+// An error answer (403, 404, 503 SlowDown) is read there as well, and named
+// and retried from its body as libcurl's would be.
 #ifndef STOKER_CACHE_S3_STORE_H_
 #define STOKER_CACHE_S3_STORE_H_
 
