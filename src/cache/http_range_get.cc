@@ -76,6 +76,12 @@ bool ParseU64(const std::string& s, uint64_t* v) {
 
 }  // namespace
 
+double RetryAfterSeconds(const char* value) {
+  char* end = nullptr;
+  const double s = std::strtod(value, &end);
+  return end != value && s >= 0 ? std::min(s, 600.0) : -1;
+}
+
 HttpRangeGet::~HttpRangeGet() { Drop(); }
 
 void HttpRangeGet::Drop() {
@@ -247,11 +253,7 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
     // An error answer: read its body (S3 names the error there) and leave
     // the connection ready for the next request.
     out.error_status = status;
-    if (HeaderValue(block, "Retry-After", &v)) {  // seconds (an HTTP date is not used by S3)
-      char* end = nullptr;
-      const double s = std::strtod(v.c_str(), &end);
-      if (end != v.c_str() && s >= 0) out.retry_after_s = std::min(s, 600.0);
-    }
+    if (HeaderValue(block, "Retry-After", &v)) out.retry_after_s = RetryAfterSeconds(v.c_str());
     std::string& body = out.error_body;
     body = body_start.substr(0, length);
     while (body.size() < length) {

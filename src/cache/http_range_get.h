@@ -32,6 +32,11 @@
 
 namespace stoker {
 
+// A Retry-After header's value in seconds (at most 600), or -1 where it is
+// not a number of seconds (an HTTP date, which S3 does not send).  Both of
+// HttpStore's paths read it with this.
+double RetryAfterSeconds(const char* value);
+
 class HttpRangeGet {
  public:
   explicit HttpRangeGet(const StoreOptions& o) : o_(o) {}

@@ -75,11 +75,9 @@ size_t HeaderCb(char* p, size_t size, size_t n, void* user) {
       r->has_total = true;
     }
   }
-  // Retry-After: 3 (seconds; an HTTP date is not used by S3)
+  // Retry-After: 3
   if (line.size() > 12 && strncasecmp(line.c_str(), "retry-after:", 12) == 0) {
-    char* end = nullptr;
-    const double v = std::strtod(line.c_str() + 12, &end);
-    if (end != line.c_str() + 12 && v >= 0) r->retry_after_s = std::min(v, 600.0);
+    if (const double v = RetryAfterSeconds(line.c_str() + 12); v >= 0) r->retry_after_s = v;
   }
   return size * n;
 }

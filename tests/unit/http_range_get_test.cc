@@ -65,5 +65,14 @@ TEST(HttpRangeGet, RangesInPlaceAndWhatItLeavesToLibcurl) {
   std::filesystem::remove_all(TempPath("range_nginx"));
 }
 
+TEST(HttpRangeGet, RetryAfterInSeconds) {
+  EXPECT_EQ(RetryAfterSeconds("3"), 3.0);
+  EXPECT_EQ(RetryAfterSeconds(" 2.5\r\n"), 2.5);  // as a header line's rest
+  EXPECT_EQ(RetryAfterSeconds("86400"), 600.0);   // at most 10 minutes
+  EXPECT_EQ(RetryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT"), -1.0);  // a date: not read
+  EXPECT_EQ(RetryAfterSeconds("-5"), -1.0);
+  EXPECT_EQ(RetryAfterSeconds(""), -1.0);
+}
+
 }  // namespace
 }  // namespace stoker
