@@ -252,7 +252,7 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
                              EIO);
     };
     auto refused = [&](const Response& r) {  // an answer without the bytes: named, and worth another try or not
-      *transient = Transient(r) || (r.code == CURLE_OK && r.status == 206 && got < n);
+      *transient = Transient(r);
       if (r.code == CURLE_OK && r.status == 416)
         return Status::InvalidArgument(url + ": bytes " + range + " are past the end of the object (HTTP 416)");
       return Failure(r, url);
