@@ -76,10 +76,17 @@ bool ParseU64(const std::string& s, uint64_t* v) {
 
 }  // namespace
 
-double RetryAfterSeconds(const char* value) {
+double RetryAfterSeconds(const char* value, time_t now) {
   char* end = nullptr;
   const double s = std::strtod(value, &end);
-  return end != value && s >= 0 ? std::min(s, 600.0) : -1;
+  if (end != value) return s >= 0 ? std::min(s, 600.0) : -1;
+  std::string date(value);  // (a header line's rest: spaces and CRLF around it)
+  const size_t from = date.find_first_not_of(" \t");
+  const size_t to = date.find_last_not_of(" \t\r\n");
+  if (from == std::string::npos) return -1;
+  const time_t at = curl_getdate(date.substr(from, to - from + 1).c_str(), nullptr);
+  if (at == -1) return -1;
+  return std::min(600.0, static_cast<double>(std::max<time_t>(0, at - now)));
 }
 
 HttpRangeGet::~HttpRangeGet() { Drop(); }

@@ -27,15 +27,18 @@
 #include <functional>
 #include <string>
 
+#include <ctime>
+
 #include "stoker/status.h"
 #include "stoker/store.h"
 
 namespace stoker {
 
 // A Retry-After header's value in seconds (at most 600), or -1 where it is
-// not a number of seconds (an HTTP date, which S3 does not send).  Both of
-// HttpStore's paths read it with this.
-double RetryAfterSeconds(const char* value);
+// neither form RFC 9110 allows: a number of seconds, or an HTTP date (read
+// by libcurl's curl_getdate; the seconds from `now` to it, 0 for a date
+// already past).  Both of HttpStore's paths read it with this.
+double RetryAfterSeconds(const char* value, time_t now = time(nullptr));
 
 class HttpRangeGet {
  public:

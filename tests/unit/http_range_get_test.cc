@@ -69,9 +69,18 @@ TEST(HttpRangeGet, RetryAfterInSeconds) {
   EXPECT_EQ(RetryAfterSeconds("3"), 3.0);
   EXPECT_EQ(RetryAfterSeconds(" 2.5\r\n"), 2.5);  // as a header line's rest
   EXPECT_EQ(RetryAfterSeconds("86400"), 600.0);   // at most 10 minutes
-  EXPECT_EQ(RetryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT"), -1.0);  // a date: not read
   EXPECT_EQ(RetryAfterSeconds("-5"), -1.0);
   EXPECT_EQ(RetryAfterSeconds(""), -1.0);
+  EXPECT_EQ(RetryAfterSeconds("soon"), -1.0);
+}
+
+TEST(HttpRangeGet, RetryAfterAsAnHttpDate) {
+  const time_t now = 1445412450;  // Wed, 21 Oct 2015 07:27:30 GMT
+  EXPECT_EQ(RetryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT", now), 30.0);
+  EXPECT_EQ(RetryAfterSeconds(" Wed, 21 Oct 2015 07:28:00 GMT\r\n", now), 30.0);  // as a header line's rest
+  EXPECT_EQ(RetryAfterSeconds("Wednesday, 21-Oct-15 07:28:00 GMT", now), 30.0);    // RFC 850's form
+  EXPECT_EQ(RetryAfterSeconds("Wed, 21 Oct 2015 07:00:00 GMT", now), 0.0);        // already past: at once
+  EXPECT_EQ(RetryAfterSeconds("Thu, 22 Oct 2015 07:27:30 GMT", now), 600.0);      // at most 10 minutes
 }
 
 }  // namespace
