@@ -108,6 +108,11 @@ class Store {
   // does not say: 2 for a directory or an HTTP server, 8 for AWS S3 (each
   // connection to S3 carries a part of what the network can).
   virtual uint32_t PreferredConnections() const { return 2; }
+  // Whether the store's server runs on this machine (an http:// or s3://
+  // store at localhost, a loopback address or one of this machine's own):
+  // it then shares the cores with the fetchers (StreamingDataset keeps them
+  // apart).  False for a directory: no server.
+  virtual bool ServerOnThisMachine() const { return false; }
   // Counters: requests made and retried, bytes received, and of those the
   // bytes a range read received straight into the caller's memory (HTTP's and
   // S3's reads over plain http://: no copy out of libcurl's buffer).

@@ -74,7 +74,9 @@ struct StreamingOptions {
                                         // S3) one more at a time while the readers wait for shards and
                                         // each adds 10% to the rate, up to 4x that: FetcherScaling)
   std::vector<int> fetcher_cpus;        // the CPUs the fetchers may run on (each one this process
-                                        // may use); empty: wherever the scheduler puts them
+                                        // may use); empty: chosen (a store whose server runs on this
+                                        // machine: the last quarter of this process's CPUs, else
+                                        // wherever the scheduler puts them; stats() says which)
   uint32_t prefetch = 4;                // kFull: shards fetched ahead of the readers, and at least one
                                         // per fetcher (through memory: as far as the buffers go)
   uint32_t stream_buffers = 0;          // kFull: memory buffers for shards the cache has no room for
@@ -115,6 +117,9 @@ struct StreamingStats {
   uint32_t fetchers_most = 0;                    // the most it may run (auto: 4x the store's preference)
   uint64_t fetchers_tried = 0;                   // auto: connections added to see whether they help
   std::vector<int> fetcher_cpus;                 // the CPUs they are confined to (empty: not confined)
+  std::string fetcher_placement;                 // why: "given" (fetcher_cpus), "beside the store's server"
+                                                 // (a server on this machine: the last quarter of this
+                                                 // process's CPUs, leaving it the rest), or "anywhere"
   uint64_t requests = 0, retries = 0;            // the fetchers' requests to the store, and of those retried
   uint64_t bytes_in_place = 0;                   // of the bytes streamed, those received in place (Store::bytes_in_place)
   uint64_t remote_shards = 0, remote_bytes = 0;

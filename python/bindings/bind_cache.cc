@@ -75,6 +75,7 @@ py::dict StatsDict(const StreamingStats& s) {
   d["fetchers_most"] = s.fetchers_most;
   d["fetchers_tried"] = s.fetchers_tried;
   d["fetcher_cpus"] = s.fetcher_cpus;
+  d["fetcher_placement"] = s.fetcher_placement;
   d["requests"] = s.requests;
   d["retries"] = s.retries;
   d["bytes_in_place"] = s.bytes_in_place;

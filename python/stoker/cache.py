@@ -167,8 +167,10 @@ class StreamingDataset(NativeDataset):
     readers wait for shards and each adds a tenth to the download rate, up to
     4x that; stats() says how many run); fetcher_cpus
     (CPU numbers, each one this process may run on) confines them to those
-    CPUs, e.g. to keep them off the cores the training step uses, or off the
-    core a store's server on the same machine needs (docs/streaming.md).
+    CPUs, e.g. to keep them off the cores the training step uses (None: for a
+    store whose server runs on this machine, the last quarter of this
+    process's CPUs, leaving the server the rest; else anywhere; stats()'s
+    fetcher_placement says which; docs/streaming.md).
     An epoch's samples come shard by shard: shards shuffled, and the samples of
     shuffle_window shards at a time shuffled together (stoker.DataLoader uses
     this order; its seed= and set_epoch() drive it).  The constructor returns

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cache/file_sink.h"
+#include "cache/server_host.h"
 #include "collate/collate_copy.h"
 #include "io/crc32c.h"
 
@@ -122,6 +123,7 @@ HttpStore::HttpStore(std::string url, std::string base, const StoreOptions& o, b
     : Store(std::move(url)), base_(std::move(base)), o_(o) {
   GlobalInit();
   curl_ = curl_easy_init();
+  on_this_machine_ = HostIsThisMachine(UrlHost(base_));
   // A proxy from the environment is libcurl's business (its request line and
   // CONNECT differ); so is TLS, whose bytes are decrypted into a buffer anyway.
   bool proxied = false;

@@ -82,8 +82,25 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     if (declared) m.fields = std::move(specs);
   }
   m.open_store = [&m]() { return m.o.open_store ? m.o.open_store() : Store::Open(m.o.remote, m.o.store); };
-  m.fetcher_cpu_set = fetcher_cpus;
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, m.open_store());
+  // Where the fetchers run: where the caller said; else off the cores of a
+  // server on this machine (core/cpu_affinity.h); else where the scheduler
+  // puts them.
+  m.fetcher_cpu_set = fetcher_cpus;
+  m.fetcher_cpus = o.fetcher_cpus;
+  m.fetcher_placement = "given";
+  if (!fetcher_cpus) {
+    m.fetcher_placement = "anywhere";
+    if (store->ServerOnThisMachine()) {
+      Result<std::vector<int>> allowed = AllowedCpus();
+      const std::vector<int> beside = allowed.ok() ? CpusBesideServer(allowed.value()) : std::vector<int>();
+      if (Result<cpu_set_t> set = CpuSetOf(beside, "fetcher_cpus"); set.ok()) {  // (empty: an error, left anywhere)
+        m.fetcher_cpu_set = set.value();
+        m.fetcher_cpus = beside;
+        m.fetcher_placement = "beside the store's server";
+      }
+    }
+  }
   if (o.shards.empty()) {
     Result<std::string> text = store->ReadAll(o.index);
     if (text.ok()) {
@@ -298,7 +315,8 @@ StreamingStats StreamingDataset::stats() const {
   s.fetchers_auto = m.scaling != nullptr;
   s.fetchers_most = m.scaling ? m.scaling->most() : m.fetchers;
   s.fetchers_tried = m.scaling ? m.scaling->tries() : 0;
-  s.fetcher_cpus = m.o.fetcher_cpus;
+  s.fetcher_cpus = m.fetcher_cpus;
+  s.fetcher_placement = m.fetcher_placement;
   s.requests = m.store_requests;
   s.retries = m.store_retries;
   s.bytes_in_place = m.store_bytes_in_place;

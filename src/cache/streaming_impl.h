@@ -50,7 +50,9 @@ struct StreamingDataset::Impl {
   std::vector<TarFieldDecl> tar_decls;
   uint32_t fetchers = 0;  // running (StreamingOptions::fetchers, or as FetcherScaling chose)
   std::function<Result<std::unique_ptr<Store>>()> open_store;  // a connection for each fetcher
-  std::optional<cpu_set_t> fetcher_cpu_set;                   // StreamingOptions::fetcher_cpus
+  std::optional<cpu_set_t> fetcher_cpu_set;                   // where the fetchers are confined (none: anywhere)
+  std::vector<int> fetcher_cpus;                              // the same as a list: given, or chosen at Open
+  std::string fetcher_placement;                              // why there (StreamingStats::fetcher_placement)
   std::unique_ptr<FetcherScaling> scaling;  // fetchers = 0: the number is the dataset's to choose (under mu)
   uint32_t retire = 0;                      // fetchers to stop (FetcherScaling gave one back)
   uint64_t reader_waits = 0;                // times a reader waited for a shard not there yet

@@ -52,6 +52,12 @@ Result<cpu_set_t> CpuSetOf(const std::vector<int>& cpus, const std::string& opti
   return set;
 }
 
+std::vector<int> CpusBesideServer(const std::vector<int>& allowed) {
+  if (allowed.size() < 2) return {};
+  const size_t n = std::max<size_t>(1, allowed.size() / 4);
+  return std::vector<int>(allowed.end() - static_cast<std::ptrdiff_t>(n), allowed.end());
+}
+
 Status ConfineThread(std::thread& t, const cpu_set_t& set, const std::string& option) {
   const int rc = pthread_setaffinity_np(t.native_handle(), sizeof set, &set);
   if (rc != 0)

@@ -31,6 +31,18 @@ std::string FormatCpuList(std::vector<int> cpus);
 // an error too: the caller leaves threads alone instead.
 Result<cpu_set_t> CpuSetOf(const std::vector<int>& cpus, const std::string& option);
 
+// Where fetchers go when the store's server runs on this machine and the
+// caller named no CPUs: the last quarter of `allowed` (at least one CPU), so
+// that the server's threads keep the rest.  Empty (leave them anywhere)
+// where fewer than two CPUs are allowed.  Why: the server's sends wake the
+// fetchers, and the kernel tends to place a thread woken by a socket's data
+// on its waker's CPU: there they preempt the server while another CPU
+// sits idle; on two cores shared with nginx, one CPU was idle 21-44% of an
+// epoch while nginx waited for a CPU 8-15% of it (docs/benchmarks.md).
+// Confined, the fetchers keep to their CPUs and the scheduler keeps the
+// server off them.
+std::vector<int> CpusBesideServer(const std::vector<int>& allowed);
+
 // Confines thread `t` to `set`.
 Status ConfineThread(std::thread& t, const cpu_set_t& set, const std::string& option);
 

@@ -409,6 +409,17 @@ def test_full_mode_without_a_cache_streams_everything_through_memory(server, www
         StreamingDataset(server.url, local, max_bytes=0, features=FEATURES)
 
 
+def format_cpus(cpus):
+    """A sorted CPU list as Linux writes one ("1", "6-7", "2,5")."""
+    runs = []
+    for c in sorted(cpus):
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def stoker_threads():
     """{name: [Cpus_allowed_list of each]} of this process's threads named stoker-*."""
     out = {}
@@ -441,14 +452,25 @@ def test_fetcher_cpus_confines_the_fetchers_and_names_a_cpu_it_cannot_use(server
     assert sorted(ys) == list(range(N_SHARDS * PER_SHARD))
     assert ds.stats()["downloads"] == N_SHARDS
     assert ds.stats()["fetchers"] == 3 and ds.stats()["fetcher_cpus"] == [cpu]
+    assert ds.stats()["fetcher_placement"] == "given"
     assert readers is not None and len(readers) == 2  # the loader's reader threads are named too
     ds.close()
     assert "stoker-fetch" not in stoker_threads()
-    # Unset: the fetchers keep the process's CPUs; how many is chosen for the store.
+    # Unset, with the server on this machine (nginx on 127.0.0.1): the fetchers
+    # keep to the last quarter of the process's CPUs, leaving the server the
+    # rest; on one CPU there is nothing to keep apart.  How many is chosen for
+    # the store.
+    beside = allowed[-max(1, len(allowed) // 4):] if len(allowed) > 1 else []
     ds = StreamingDataset(server.url, str(tmp_path / "b"), max_bytes=0, mode="full", features=FEATURES,
                           shuffle_window=2)
+    assert stoker_threads()["stoker-fetch"] == [format_cpus(beside) if beside else everywhere] * 2
+    assert ds.stats()["fetchers"] == 2 and ds.stats()["fetcher_cpus"] == beside
+    assert ds.stats()["fetcher_placement"] == ("beside the store's server" if beside else "anywhere")
+    ds.close()
+    # A directory has no server: anywhere.
+    ds = StreamingDataset(str(www), str(tmp_path / "d"), max_bytes=0, mode="full", features=FEATURES, shuffle_window=2)
     assert stoker_threads()["stoker-fetch"] == [everywhere] * 2
-    assert ds.stats()["fetchers"] == 2 and ds.stats()["fetcher_cpus"] == []
+    assert ds.stats()["fetcher_cpus"] == [] and ds.stats()["fetcher_placement"] == "anywhere"
     ds.close()
     ds = StreamingDataset(server.url, str(tmp_path / "b"), max_bytes=0, mode="full", features=FEATURES, fetchers=2,
                           shuffle_window=2, fetcher_cpus=np.array([cpu]))  # (numpy integers are CPU numbers too)

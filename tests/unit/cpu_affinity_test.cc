@@ -41,6 +41,15 @@ TEST(CpuAffinity, RefusesCpusTheProcessCannotUseNamingThem) {
   }
 }
 
+TEST(CpuAffinity, FetchersBesideAServerTakeTheLastQuarter) {
+  EXPECT_TRUE(CpusBesideServer({}).empty());
+  EXPECT_TRUE(CpusBesideServer({3}).empty());  // one CPU: nothing to keep apart
+  EXPECT_EQ(CpusBesideServer({0, 1}), (std::vector<int>{1}));
+  EXPECT_EQ(CpusBesideServer({0, 1, 2, 3, 4, 5, 6}), (std::vector<int>{6}));
+  EXPECT_EQ(CpusBesideServer({0, 1, 2, 3, 4, 5, 6, 7}), (std::vector<int>{6, 7}));
+  EXPECT_EQ(CpusBesideServer({2, 5, 9, 12}), (std::vector<int>{12}));  // a cpuset with gaps
+}
+
 TEST(CpuAffinity, ConfinesAThreadToTheSet) {
   const int cpu = AllowedCpus().value().back();
   auto set = CpuSetOf({cpu}, "fetcher_cpus");
