@@ -24,10 +24,9 @@
 #define STOKER_CACHE_HTTP_RANGE_GET_H_
 
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <string>
-
-#include <ctime>
 
 #include "stoker/status.h"
 #include "stoker/store.h"
