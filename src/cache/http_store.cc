@@ -123,7 +123,6 @@ HttpStore::HttpStore(std::string url, std::string base, const StoreOptions& o, b
     : Store(std::move(url)), base_(std::move(base)), o_(o) {
   GlobalInit();
   curl_ = curl_easy_init();
-  on_this_machine_ = HostIsThisMachine(UrlHost(base_));
   // A proxy from the environment is libcurl's business (its request line and
   // CONNECT differ); so is TLS, whose bytes are decrypted into a buffer anyway.
   bool proxied = false;
@@ -211,6 +210,10 @@ Status HttpStore::WithRetries(const std::string& what, const std::function<Statu
                              " s: " + last.message() + " (is the server up? StoreOptions.attempts sets the tries)",
                          EIO);
 }
+
+// Asked once, when a dataset opens (not by every connection's store): for an
+// address that is not loopback it reads the machine's interfaces.
+bool HttpStore::ServerOnThisMachine() const { return HostIsThisMachine(UrlHost(base_)); }
 
 Result<uint64_t> HttpStore::Size(const std::string& name) {
   const std::string url = Locate(name);

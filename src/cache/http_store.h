@@ -35,7 +35,7 @@ class HttpStore : public Store {
   Status Download(const std::string& name, int fd, uint64_t expected_size, uint64_t* bytes,
                   uint32_t* crc32c = nullptr) override;
   Result<std::string> ReadAll(const std::string& name) override;
-  bool ServerOnThisMachine() const override { return on_this_machine_; }
+  bool ServerOnThisMachine() const override;  // base_'s host (cache/server_host.h)
 
   // One attempt's outcome.
   struct Response {
@@ -85,7 +85,6 @@ class HttpStore : public Store {
 
  private:
   std::string base_;
-  bool on_this_machine_ = false;  // base_'s host (cache/server_host.h)
   StoreOptions o_;
   void* curl_ = nullptr;
   double last_retry_after_s_ = -1;
