@@ -73,7 +73,7 @@ int Scheduler::PickWorker(uint64_t batch_id) {
   // worker then sees the same batches in the same order in every run, so
   // what a dataset draws from the worker's random streams is reproducible.
   if (opts_.in_order && !opts_.iterable) return static_cast<int>(batch_id % n);
-  if (opts_.iterable) {
+  if (opts_.in_order) {  // iterable: strict round robin over the workers with data left
     for (uint32_t i = 0; i < n; ++i) {
       const uint32_t w = cycle_;
       cycle_ = (cycle_ + 1) % n;
@@ -81,10 +81,26 @@ int Scheduler::PickWorker(uint64_t batch_id) {
     }
     return -1;
   }
+  // Out of order, as torch's _try_put_index: no worker holds more than its
+  // share of the batches in flight (prefetch over the active workers, at
+  // least one), so a slow worker never holds every task while a free one
+  // waits for work.  Iterable: round robin over those under their share;
+  // map-style: the least loaded.
+  const uint32_t active = static_cast<uint32_t>(std::count(active_.begin(), active_.end(), true));
+  if (active == 0) return -1;
+  const uint32_t share = std::max(1u, opts_.prefetch / active);
+  if (opts_.iterable) {
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t w = cycle_;
+      cycle_ = (cycle_ + 1) % n;
+      if (active_[w] && outstanding_[w] < share) return static_cast<int>(w);
+    }
+    return -1;
+  }
   uint32_t best = 0;
   for (uint32_t w = 1; w < n; ++w)
     if (outstanding_[w] < outstanding_[best]) best = w;
-  return static_cast<int>(best);
+  return outstanding_[best] < share ? static_cast<int>(best) : -1;
 }
 
 size_t Scheduler::InProgress() const {
@@ -133,9 +149,9 @@ Result<bool> Scheduler::Dispatch(uint64_t batch_id, TaskSpec& spec, int worker) 
     // memory back or a ready batch will be handed out.  When the only ready
     // batches are ones that must wait for this one (in order), they move to
     // private memory: the batch the training loop waits for goes first.
-    if (InProgress() > 0) return Busy(worker);
+    if (InProgress() > 0) return Busy(worker, w);
     if (SpillOne()) continue;
-    if (ReadyInSlots() || handing_out_) return Busy(worker);
+    if (ReadyInSlots() || handing_out_) return Busy(worker, w);
     // Nothing in flight: only batches the training loop holds take memory,
     // or ones it dropped whose copies to the GPU may not be done yet.
     // (A wait for the GPU: the blocking hooks let other threads run meanwhile.)
@@ -152,8 +168,8 @@ Result<bool> Scheduler::Dispatch(uint64_t batch_id, TaskSpec& spec, int worker) 
   }
 }
 
-bool Scheduler::Busy(int worker) {
-  if (opts_.iterable && worker < 0) cycle_ = (cycle_ + opts_.num_workers - 1) % opts_.num_workers;  // same worker next
+bool Scheduler::Busy(int worker, int picked) {
+  if (opts_.iterable && worker < 0) cycle_ = static_cast<uint32_t>(picked);  // the same worker next
   return false;
 }
 

@@ -5,7 +5,9 @@
 // does, batch k goes to worker k mod num_workers for map-style datasets in
 // order (a task sent again, after a cancel or a worker's death, goes to the
 // same worker id), strict round robin over live workers for iterable
-// datasets; out of order (map-style), the least loaded worker.
+// datasets; out of order, as torch: no worker holds more than its share of
+// the batches in flight (round robin for iterable datasets, the least loaded
+// worker for map-style ones).
 //
 // End of epoch, a worker's end of data and a worker's death are values
 // (Outcome kinds), not errors; a Status error means a broken engine.
@@ -176,7 +178,9 @@ class Scheduler {
   // for into private memory, freeing its slot.  False if there is none.
   bool SpillOne();
   bool ReadyInSlots() const;
-  bool Busy(int worker);  // returns false, so the same worker is tried next
+  // No room for the task `picked` was to take (`worker`: the caller's
+  // choice, or -1): returns false, so the same worker is tried next.
+  bool Busy(int worker, int picked);
   void QueueRetry(uint64_t batch_id, TaskSpec spec, int worker);
   // Batch `batch_id` is done and waits in the reorder buffer (or the FIFO).
   bool Finished(uint64_t batch_id) const;

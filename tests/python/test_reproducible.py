@@ -88,6 +88,44 @@ def test_out_of_order_is_still_every_index_once():
     assert sorted(int(i) for b in got for i in b[:, 0]) == list(range(64))
 
 
+
+class _SlowFirstIterable(torch.utils.data.IterableDataset):
+    """Worker w yields (w, i) for its five items; worker 1 sleeps on its first."""
+
+    def __iter__(self):
+        w = torch.utils.data.get_worker_info().id
+        for i in range(5 * w, 5 * w + 5):
+            if w == 1 and i == 5:
+                time.sleep(1.0)
+            yield torch.tensor([w, i])
+
+
+class _SlowIndex(Dataset):
+    def __len__(self):
+        return 20
+
+    def __getitem__(self, i):
+        if i == 0:
+            time.sleep(1.0)
+        return i
+
+
+def test_out_of_order_a_slow_worker_holds_only_its_share_iterable():
+    # As torch keeps each worker supplied with up to prefetch_factor tasks:
+    # worker 1 is stuck on its first item, and worker 0 must deliver all of
+    # its own items meanwhile, not wait for a task worker 1 holds.
+    got = [tuple(b[0].tolist()) for b in stoker.DataLoader(_SlowFirstIterable(), num_workers=2, in_order=False)]
+    assert sorted(got) == [(0, i) for i in range(5)] + [(1, i) for i in range(5, 10)]
+    assert got[:5] == [(0, i) for i in range(5)], got
+
+
+def test_out_of_order_a_slow_worker_holds_only_its_share_map_style():
+    # Index 0 takes 1 s on worker 0, which holds at most prefetch_factor (2)
+    # batches meanwhile: the other worker delivers the other 18 first.
+    got = [int(b) for b in stoker.DataLoader(_SlowIndex(), num_workers=2, in_order=False)]
+    assert sorted(got) == list(range(20))
+    assert got.index(0) >= 18, got
+
 def resumed(make, cut, epoch_before=0):
     loader = make()
     for _ in range(epoch_before):

@@ -24,8 +24,10 @@ inline uint64_t VariableBytes(int64_t first_index) { return (200 << 10) * (1 + f
 
 // Worker body: for each task, writes `bytes` bytes (VariableBytes when 0) of
 // the first index (asking for space when needed) and publishes; hands the
-// task back when the main process has no room.  Optional delay per batch.
-inline void RunWorker(std::shared_ptr<Arena> arena, uint32_t id, uint64_t fixed_bytes, useconds_t delay_even = 0) {
+// task back when the main process has no room.  Optional delays: on every
+// even batch id, and on the worker's first task.
+inline void RunWorker(std::shared_ptr<Arena> arena, uint32_t id, uint64_t fixed_bytes, useconds_t delay_even = 0,
+                      useconds_t delay_first = 0) {
   WorkerPort port(arena, id);
   Task t;
   for (;;) {
@@ -36,6 +38,8 @@ inline void RunWorker(std::shared_ptr<Arena> arena, uint32_t id, uint64_t fixed_
     int64_t first_index = -1;
     if (t.payload_bytes >= 8) std::memcpy(&first_index, t.payload, 8);
     if (delay_even && t.batch_id % 2 == 0) usleep(delay_even);
+    if (delay_first) usleep(delay_first);
+    delay_first = 0;
     const uint64_t bytes = fixed_bytes ? fixed_bytes : VariableBytes(first_index);
     auto region = port.Reserve(t.slot, bytes);
     if (region.status().IsCancelled()) {
@@ -54,11 +58,12 @@ inline std::shared_ptr<Engine> MakeEngine(uint32_t workers, uint64_t max_memory 
   return e.value();
 }
 
-inline pid_t ForkWorker(const std::shared_ptr<Engine>& e, uint32_t id, uint64_t bytes, useconds_t delay = 0) {
+inline pid_t ForkWorker(const std::shared_ptr<Engine>& e, uint32_t id, uint64_t bytes, useconds_t delay = 0,
+                        useconds_t delay_first = 0) {
   pid_t pid = fork();
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // a failed ASSERT must not leave workers behind
-    RunWorker(std::shared_ptr<Arena>(e, &e->arena()), id, bytes, delay);
+    RunWorker(std::shared_ptr<Arena>(e, &e->arena()), id, bytes, delay, delay_first);
   }
   EXPECT_TRUE(e->Watch(id, pid).ok());
   return pid;

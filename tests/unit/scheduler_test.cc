@@ -87,6 +87,37 @@ TEST(Scheduler, InOrderBatchKGoesToWorkerKModN) {
 
 // The batches in flight can be changed within an epoch (the Python loader
 // deepens them once it knows its batches are small): more go out at once,
+
+// Out of order, a worker stuck on its first batch holds no more than its
+// share of the batches in flight (prefetch / workers, as torch's
+// _try_put_index): the free worker never waits for a task, and delivers
+// every other batch before the stuck one's.
+TEST(Scheduler, OutOfOrderSlowWorkerHoldsOnlyItsShare) {
+  Watchdog dog(std::chrono::seconds(60), "OutOfOrderSlowWorkerHoldsOnlyItsShare");
+  auto e = MakeEngine(2);
+  pid_t p0 = ForkWorker(e, 0, 4096, 0, 1'500'000), p1 = ForkWorker(e, 1, 4096);
+  Scheduler s(e, SchedulerOptions{2, 6, false, false});
+  RangeSource src(60);
+  s.Reset(&src, false);
+  std::vector<uint32_t> workers;
+  for (;;) {
+    Outcome o;
+    ASSERT_TRUE(s.Next(10'000'000'000, &o).ok());
+    if (o.kind == Outcome::Kind::kEnd) break;
+    ASSERT_EQ(o.kind, Outcome::Kind::kBatch);
+    workers.push_back(o.worker);
+    src.Drop(o.token);
+    e->MarkHeld(o.slot);
+    e->Release(o.slot);
+  }
+  ASSERT_EQ(workers.size(), 60u);
+  // Worker 0 took at most 3 tasks (6 in flight, 2 workers) before its first
+  // batch was done; worker 1 did the other 57 meanwhile.
+  const size_t first0 = std::find(workers.begin(), workers.end(), 0u) - workers.begin();
+  EXPECT_GE(first0, 57u);
+  Reap(e, {p0, p1});
+}
+
 // and delivery stays complete and in order either way.
 TEST(Scheduler, PrefetchChangesWithinAnEpoch) {
   Watchdog dog(std::chrono::seconds(60), "PrefetchChangesWithinAnEpoch");
