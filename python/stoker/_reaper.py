@@ -15,6 +15,7 @@ import sys
 import multiprocessing.connection as mp_connection
 import threading
 import time
+import weakref
 
 _lock = threading.Lock()
 _pending: list = []          # [(deadline, process)]
@@ -70,19 +71,27 @@ _poll_lock = threading.RLock()
 
 
 def guard(process):
-    """Called right after process.start(): serializes the waits for it."""
-    popen = process._popen
-    plain_poll = popen.poll
+    """Called right after process.start(): serializes the waits for it.
+
+    The replacement poll holds its Popen weakly: a strong reference would be
+    a cycle (popen.poll -> poll -> popen) that keeps the Popen, and so its
+    sentinel pipe, open until the cyclic garbage collector runs; this way
+    they are closed as soon as the worker is joined and dropped."""
+    popen_ref = weakref.ref(process._popen)
+    plain_poll = type(process._popen).poll
 
     def poll(flag=os.WNOHANG):
+        popen = popen_ref()
+        if popen is None:  # (cannot be called then: it is the Popen's own attribute)
+            return None
         if flag != os.WNOHANG and popen.returncode is None:
             # A blocking wait: first for the exit, outside the lock (the rest,
             # the kernel's teardown after the sentinel fires, is short).
             mp_connection.wait([popen.sentinel])
         with _poll_lock:
-            return plain_poll(flag)
+            return plain_poll(popen, flag)
 
-    popen.poll = poll
+    process._popen.poll = poll
 
 
 def reap(processes, grace_s: float):
