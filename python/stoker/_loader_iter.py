@@ -56,8 +56,11 @@ def _is_default(fn, name: str) -> bool:
 class _StokerIter(_BaseDataLoaderIter):
     """One pass (or, with persistent workers, many passes) over a DataLoader."""
 
-    def __init__(self, loader: DataLoader):
+    def __init__(self, loader: DataLoader, own_pass: bool = False):
         self._owner_pid = os.getpid()
+        # The thread whose pass this is, until the pass ends (a persistent
+        # iterator is not reset under it by another thread: DataLoader.__iter__).
+        self._pass_thread: Optional[threading.Thread] = None
         self._shutdown = True  # until the engine exists
         # One thread at a time in next() and reset: the scheduler is
         # single-threaded.  A thread that waits for the lock waits without
@@ -72,7 +75,10 @@ class _StokerIter(_BaseDataLoaderIter):
         # loader's generator: an epoch left early has drawn its permutation.
         _sampling.settle_all(self._pending_generators, complete=False)
         super().__init__(loader)
-        loader._last_iter = weakref.ref(self)
+        if own_pass:  # a second thread's pass beside the persistent iterator: its workers end with it
+            self._persistent_workers = False
+        else:
+            loader._last_iter = weakref.ref(self)
         self._loader_ref = weakref.ref(loader)
         self._rank, self._world_size = loader.rank, loader.world_size
         self._numpy = loader.output == "numpy"
@@ -250,7 +256,16 @@ class _StokerIter(_BaseDataLoaderIter):
         with self._lock:
             self._reset_locked(loader, first_iter)
 
+    def _busy_in_another_thread(self) -> Optional[str]:
+        """The name of another live thread in the middle of a pass over this
+        iterator, or None."""
+        t = self._pass_thread
+        if t is None or t is threading.current_thread() or not t.is_alive() or self._shutdown:
+            return None
+        return t.name
+
     def _reset_locked(self, loader, first_iter):
+        self._pass_thread = threading.current_thread()
         if self._num_workers or not first_iter:
             # (torch's iterator without workers is not reset when it starts: a
             # datapipe's shared seed is drawn once, in __init__)
@@ -399,6 +414,7 @@ class _StokerIter(_BaseDataLoaderIter):
             self._warn_flags(flags)
             return batch
         if code == N.PumpCode.END:
+            self._pass_thread = None
             _sampling.settle_all(self._pending_generators)  # a generator the epoch drew from: as torch leaves it
             if not self._persistent_workers:
                 self._shutdown_workers()

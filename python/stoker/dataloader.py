@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import warnings
 from typing import Optional, TypeVar
 
@@ -19,6 +20,7 @@ from torch.utils.data import IterableDataset
 
 from stoker import _native as N
 from stoker._loader_iter import _rng_snapshot, _StokerIter
+from stoker.errors import user_stacklevel
 
 #: Default byte budget of the slot pool (documented in README.md), lowered
 #: to a quarter of the machine's (or container's) memory where that is less.
@@ -171,7 +173,8 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
                     "stoker: accelerate is rebuilding this stoker.DataLoader on torch's DataLoader "
                     "(accelerate's DataLoaderShard): stoker's workers, max_memory and stats() are dropped. Use "
                     "`stoker.accelerate.prepare(accelerator, model, optimizer, loader, ...)` in place of "
-                    "`accelerator.prepare(...)` to keep them (docs/integrations.md).", UserWarning, stacklevel=3)
+                    "`accelerator.prepare(...)` to keep them (docs/integrations.md).", UserWarning,
+                    stacklevel=user_stacklevel())
         return self._pin_memory_device
 
     @pin_memory_device.setter
@@ -249,10 +252,36 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             self.set_epoch(state["epoch"])
         self._resume = state
 
-    def _get_iterator(self):
+    def __iter__(self):
+        """torch's: a new iterator per pass, or with persistent workers the
+        one iterator, reset.  A thread that asks while another thread is in
+        the middle of a pass over the persistent workers gets an iterator of
+        its own (workers started for this pass) instead of resetting the one
+        the other thread reads: both get whole epochs."""
+        if not (self.persistent_workers and self.num_workers > 0):
+            return self._get_iterator()
+        with self.__dict__.setdefault("_stoker_iter_lock", threading.Lock()):
+            it = self._iterator
+            if it is None:
+                self._iterator = self._get_iterator()
+                return self._iterator
+            busy = it._busy_in_another_thread()
+            if busy is None:
+                it._reset(self)
+                return it
+        if not getattr(self, "_stoker_busy_warned", False):
+            self._stoker_busy_warned = True
+            warnings.warn(f"stoker: thread {threading.current_thread().name!r} iterates this DataLoader while "
+                          f"thread {busy!r} is in the middle of a pass over its persistent workers: this pass "
+                          "gets workers of its own (started now, gone when it ends), so that neither thread "
+                          "loses samples. Give each thread a DataLoader of its own to keep persistent workers "
+                          "for both.", UserWarning, stacklevel=user_stacklevel())
+        return self._get_iterator(own_pass=True)
+
+    def _get_iterator(self, own_pass: bool = False):
         if self.num_workers > 0:
             self.check_worker_number_rationality()
-        return _StokerIter(self)
+        return _StokerIter(self, own_pass=own_pass)
 
     def stats(self, memory: bool = True) -> dict:
         """Statistics of the live iterator, or of the last one as it ended

@@ -1,10 +1,27 @@
-"""Exceptions stoker raises in the training loop, and the report a worker
-sends back when its code raises."""
+"""Exceptions stoker raises in the training loop, the report a worker
+sends back when its code raises, and where stoker's warnings point."""
 from __future__ import annotations
 
 import pickle
 import signal
+import sys
 import traceback
+
+_LIBRARIES = ("stoker", "accelerate", "torch", "lightning", "pytorch_lightning")
+
+
+def user_stacklevel() -> int:
+    """warnings.warn's stacklevel, from the function that calls this, that
+    names the user's line: the first frame outside stoker and the
+    frameworks that call it (accelerator.prepare's call, not accelerate's
+    own line inside it)."""
+    level, frame = 1, sys._getframe(1)  # stacklevel 1: the warning's caller
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if not any(name == p or name.startswith(p + ".") for p in _LIBRARIES):
+            return level
+        frame, level = frame.f_back, level + 1
+    return 1
 
 # Reports must fit in the smallest slot region (64 KiB) with room to spare.
 _MAX_REPORT_TEXT = 48 * 1024

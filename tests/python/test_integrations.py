@@ -48,8 +48,11 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     plain = acc.prepare(loader)
 assert not isinstance(plain, stoker.DataLoader)
-msgs = [str(w.message) for w in caught if "stoker" in str(w.message)]
+mine = [w for w in caught if "stoker" in str(w.message)]
+msgs = [str(w.message) for w in mine]
 assert len(msgs) == 1 and "stoker.accelerate.prepare(accelerator" in msgs[0], msgs
+# The warning names the user's line (acc.prepare above), not accelerate's inside it.
+assert (mine[0].filename, mine[0].lineno) == ("<string>", 9), (mine[0].filename, mine[0].lineno)
 loader = stoker.DataLoader(ds, batch_size=4, num_workers=2, max_memory=64 << 20)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")

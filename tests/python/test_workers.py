@@ -53,6 +53,38 @@ def test_persistent_workers_restart_iterable_each_epoch_and_after_break():
     assert again == list(range(30))
 
 
+
+@pytest.mark.parametrize("persistent", [True, False])
+def test_two_threads_iterating_one_loader_each_get_every_sample_every_epoch(persistent):
+    # With persistent workers one iterator serves the loader: a second
+    # thread's iter() used to reset it under the first thread's loop, and
+    # both lost samples without a word.  Each thread now gets whole epochs
+    # (the second one through workers of its own while the first is busy).
+    n = 2000
+    loader = stoker.DataLoader(list(range(n)), batch_size=10, num_workers=2, persistent_workers=persistent)
+    start = threading.Barrier(2, timeout=60)
+    got, errors = {}, []
+
+    def run(name):
+        try:
+            for epoch in range(2):
+                start.wait()
+                got[name, epoch] = sorted(int(x) for b in loader for x in b)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+            start.abort()
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a thread hangs"
+    assert not errors, errors
+    for key, items in sorted(got.items()):
+        assert items == list(range(n)), f"thread {key[0]}, epoch {key[1]}: {len(items)} of {n} samples"
+    assert len(got) == 4
+
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_spawn_and_forkserver_match_torch(method):
     ctx = multiprocessing.get_context(method)
