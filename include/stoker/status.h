@@ -50,6 +50,9 @@ class Status {
   static Status FromCode(Code c, std::string msg) { return {c, std::move(msg)}; }
   // An I/O error for the system call `what` that failed with `err` (an errno value).
   static Status IOError(const std::string& what, int err);
+  // An I/O failure that is no system call's (a server's answer, a network
+  // error): the message says all there is, with no errno added.
+  static Status IOError(std::string msg) { return {Code::kIOError, std::move(msg)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

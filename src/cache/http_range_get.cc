@@ -117,8 +117,7 @@ Status HttpRangeGet::Connect(const std::string& url, bool* transient) {
     curl_easy_cleanup(c);
     *transient = rc != CURLE_URL_MALFORMAT && rc != CURLE_UNSUPPORTED_PROTOCOL;
     return Status::IOError(std::string(err[0] ? err : curl_easy_strerror(rc)) + " (curl error " +
-                               std::to_string(static_cast<int>(rc)) + ")",
-                           EIO);
+                               std::to_string(static_cast<int>(rc)) + ")");
   }
   curl_ = c;
   return Status::OK();
@@ -210,7 +209,7 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
         if (rc == CURLE_AGAIN) {
           if (!Wait(POLLIN)) {
             error = "no answer within " + std::to_string(static_cast<int>(o_.stall_timeout_s)) +
-                    " s (StoreOptions.stall_timeout_s)";
+                    " s (the store's stall_timeout_s option)";
             timed_out = true;
             break;
           }
@@ -234,7 +233,7 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
     }
     Drop();
     if (reused && !answered && !timed_out && round == 0) continue;
-    out.status = Status::IOError(error, EIO);
+    out.status = Status::IOError(error);
     out.transient = true;
     return out;
   }
@@ -287,7 +286,7 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
   } else if (status == 200 && offset > 0) {
     Drop();
     out.ignored_range = true;
-    out.status = Status::IOError("the server does not answer range requests (HTTP 200)", EIO);
+    out.status = Status::IOError("the server does not answer range requests (HTTP 200)");
     return out;
   } else {
     usable = usable && status == 200;
@@ -336,8 +335,7 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
       Drop();
       out.status = Status::IOError("no bytes for " + std::to_string(static_cast<int>(o_.stall_timeout_s)) +
                                        " s after " + std::to_string(got) + " of " + std::to_string(n) +
-                                       " (StoreOptions.stall_timeout_s)",
-                                   EIO);
+                                       " (the store's stall_timeout_s option)");
       out.transient = true;
       return out;
     }
@@ -345,8 +343,7 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
     if (rc != CURLE_OK || k == 0) {
       Drop();
       out.status = Status::IOError("the response ended after " + std::to_string(got) + " of " + std::to_string(n) +
-                                       " bytes" + (rc != CURLE_OK ? std::string(": ") + curl_easy_strerror(rc) : ""),
-                                   EIO);
+                                       " bytes" + (rc != CURLE_OK ? std::string(": ") + curl_easy_strerror(rc) : ""));
       out.transient = true;
       return out;
     }
@@ -359,8 +356,7 @@ HttpRangeGet::Outcome HttpRangeGet::Get(const std::string& url, uint64_t offset,
   if (!keep || length != want || body_start.size() > want) Drop();
   if (got < n) {  // a shorter range or object than asked for
     out.status = Status::IOError("the response ended after " + std::to_string(got) + " of " + std::to_string(n) +
-                                     " bytes",
-                                 EIO);
+                                     " bytes");
     out.transient = status == 206;
   }
   return out;

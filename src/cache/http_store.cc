@@ -116,7 +116,7 @@ bool HttpStore::Transient(const Response& r) {
 Status HttpStore::Failure(const Response& r, const std::string& url) {
   if (r.code == CURLE_OK && r.status == 404)
     return Status::InvalidArgument(url + ": no such object on the store (HTTP 404)");
-  return Status::IOError(Describe(r), EIO);
+  return Status::IOError(Describe(r));
 }
 
 HttpStore::HttpStore(std::string url, std::string base, const StoreOptions& o, bool in_place)
@@ -207,8 +207,7 @@ Status HttpStore::WithRetries(const std::string& what, const std::function<Statu
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", took);
   return Status::IOError(what + " failed after " + std::to_string(o_.attempts) + " attempts over " + secs +
-                             " s: " + last.message() + " (is the server up? StoreOptions.attempts sets the tries)",
-                         EIO);
+                             " s: " + last.message() + " (is the server up? the store's attempts option sets the tries)");
 }
 
 // Asked once, when a dataset opens (not by every connection's store): for an
@@ -222,7 +221,7 @@ Result<uint64_t> HttpStore::Size(const std::string& name) {
     Response r = Perform(url, true, "", [](const char*, size_t) { return true; });
     *transient = Transient(r);
     if (r.code != CURLE_OK || r.status != 200) return Failure(r, url);
-    if (!r.has_total) return Status::IOError(url + ": the server sent no Content-Length", EIO);
+    if (!r.has_total) return Status::IOError(url + ": the server sent no Content-Length");
     size = r.total;
     return Status::OK();
   });
@@ -253,8 +252,7 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
     const std::string range = std::to_string(offset + got) + "-" + std::to_string(offset + n - 1);
     const uint64_t before = got;
     auto ignored = [&] {  // a 200 with the whole object: not our range
-      return Status::IOError(url + ": the server does not answer range requests (HTTP 200 for bytes " + range + ")",
-                             EIO);
+      return Status::IOError(url + ": the server does not answer range requests (HTTP 200 for bytes " + range + ")");
     };
     auto refused = [&](const Response& r) {  // an answer without the bytes: named, and worth another try or not
       *transient = Transient(r);
@@ -321,7 +319,7 @@ Status HttpStore::Read(const std::string& name, uint64_t offset, uint64_t n, voi
     if (r.code != CURLE_OK || (r.status != 206 && r.status != 200)) return refused(r);
     *transient = r.status == 206 && got < n;
     if (got < n) return Status::IOError("the response ended after " + std::to_string(got) + " of " +
-                                        std::to_string(n) + " bytes", EIO);
+                                        std::to_string(n) + " bytes");
     return done();
   });
 }
@@ -354,7 +352,7 @@ Status HttpStore::Download(const std::string& name, int fd, uint64_t expected_si
       if (ftruncate(fd, 0) != 0) return Status::IOError("truncate of the download target of " + url, errno);
       if (crc32c) *crc32c = 0;
       *transient = true;
-      return Status::IOError("the server ignored the range request; downloading again from the start", EIO);
+      return Status::IOError("the server ignored the range request; downloading again from the start");
     }
     if (r.status == 416 && expected_size == 0 && start > 0) {  // we already had all of it
       *bytes = start;
@@ -369,7 +367,7 @@ Status HttpStore::Download(const std::string& name, int fd, uint64_t expected_si
     if (at != total) {
       *transient = true;  // the response was cut short: resume from `at`
       return Status::IOError("the response ended after " + std::to_string(at) + " of " + std::to_string(total) +
-                             " bytes", EIO);
+                             " bytes");
     }
     *bytes = total;
     return Status::OK();
@@ -391,7 +389,7 @@ Result<std::string> HttpStore::GetAll(const std::string& url, const std::string&
     if (r.has_total && out.size() != r.total) {
       *transient = true;
       return Status::IOError("the response ended after " + std::to_string(out.size()) + " of " +
-                             std::to_string(r.total) + " bytes", EIO);
+                             std::to_string(r.total) + " bytes");
     }
     bytes_ += out.size();
     return Status::OK();

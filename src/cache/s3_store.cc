@@ -111,10 +111,11 @@ Result<std::string> S3Store::InPlaceRequest(const std::string& url, const std::s
 }
 
 std::string S3Store::Describe(const std::string& url) const {
-  std::string key = url;
-  if (key.rfind(bucket_url_ + "/", 0) == 0) key = key.substr(bucket_url_.size() + 1);
-  const size_t q = key.find('?');
-  if (q != std::string::npos) key = key.substr(0, q);
+  // The bucket's own URL (a listing: bucket_url_?list-type=2...) names the
+  // bucket; an object's, its key.
+  std::string key = url.substr(0, url.find('?'));
+  if (key == bucket_url_) key.clear();
+  else if (key.rfind(bucket_url_ + "/", 0) == 0) key = key.substr(bucket_url_.size() + 1);
   // Percent-decoding for the message.
   std::string plain;
   for (size_t i = 0; i < key.size(); ++i) {
@@ -157,7 +158,7 @@ Status S3Store::Failure(const Response& r, const std::string& url) {
     msg += "; the bucket is in another region than " + config_.region + " (set AWS_REGION)";
   }
   if (r.status == 404) return Status::NotFound(msg);
-  return Status::IOError(msg, r.status == 403 ? EACCES : EIO);
+  return Status::IOError(msg);
 }
 
 Result<std::vector<StoreObject>> S3Store::List() {
