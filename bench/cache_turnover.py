@@ -1,10 +1,10 @@
-"""Directory work per download in a large growing cache at turnover.
+"""Directory work per download in a large cache of mode="cached" at turnover.
 
     python bench/cache_turnover.py --cached 8000 --seconds 5
 
 A local-directory store of --cached + 300 tiny TFRecord shards (2 records of
 1 KiB), a cache holding --cached of them with max_bytes exactly that; a
-growing StreamingDataset (2 fetchers) reads its first epoch (every cached
+StreamingDataset of mode="cached" (2 fetchers) reads its first epoch (every cached
 shard in use until read), and then for --seconds every download must evict
 one: the time per download is what scanning, locking and evicting in a
 directory of that many files costs (the bytes are next to nothing).
@@ -62,7 +62,7 @@ def main():
     held = total if args.fits else args.cached
     for k in range(held):
         shutil.copyfile(os.path.join(remote, f"shard-{k:06d}.tfrecord"), os.path.join(local, f"shard-{k:06d}.tfrecord"))
-    ds = StreamingDataset(remote, local, max_bytes=(2 if args.fits else 1) * held * size, fetchers=2,
+    ds = StreamingDataset(remote, local, max_bytes=(2 if args.fits else 1) * held * size, mode="cached", fetchers=2,
                           features={"x": ("float32", (256,)), "y": ("int64", ())})
     loader = stoker.DataLoader(ds, batch_size=1000, num_workers=2)
     for _ in loader:

@@ -3,9 +3,9 @@
 // DIR`), fetched into a local cache directory under a byte budget while the
 // loader reads them.  Each record has an int64 feature "y" (its id); every
 // epoch must deliver every id once (mode full) or every id of the epoch's
-// cached shards once (mode growing).
+// cached shards once (mode cached).
 //
-//   stream REMOTE CACHE_DIR MAX_BYTES [full|growing] [EPOCHS]
+//   stream REMOTE CACHE_DIR MAX_BYTES [full|cached] [EPOCHS]   (full: the default)
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -16,15 +16,15 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: stream REMOTE CACHE_DIR MAX_BYTES [full|growing] [EPOCHS]\n");
+    std::fprintf(stderr, "usage: stream REMOTE CACHE_DIR MAX_BYTES [full|cached] [EPOCHS]\n");
     return 2;
   }
   stoker::StreamingOptions so;
   so.remote = argv[1];
   so.local = argv[2];
   so.max_bytes = std::stoull(argv[3]);
-  so.mode = argc > 4 && std::string(argv[4]) == "growing" ? stoker::StreamingMode::kGrowing
-                                                           : stoker::StreamingMode::kFull;
+  so.mode = argc > 4 && std::string(argv[4]) == "cached" ? stoker::StreamingMode::kCached
+                                                          : stoker::StreamingMode::kFull;
   const int epochs = argc > 5 ? std::stoi(argv[5]) : 2;
   so.features = {{"y", stoker::ElementType::kInt64, {}}};
   auto ds = stoker::StreamingDataset::Open(so);

@@ -4,25 +4,27 @@
 // shards into it.
 //
 // Modes:
-//   kGrowing  each epoch is the shards fully cached when it begins (the
-//             first waits for min_shards); the fetchers keep downloading
-//             while it runs, and once the cache is full they evict shards
-//             the readers are done with (oldest or least recently used) to
-//             make room for new ones, so the local set turns over the whole
-//             remote dataset;
-//   kFull     each epoch is the whole remote dataset: shards not cached are
+//   kFull     (the default) each epoch is the whole remote dataset, every
+//             sample exactly once: shards not cached are
 //             fetched as the readers reach them, `prefetch` shards ahead
 //             (a speculative fetch leaves a window's worth of buffers free);
 //             while the cache has room they are kept in it, and once it is
 //             full the rest stream through a few reused memory buffers
 //             (stream_buffers) instead of evicting: on a pass over a dataset
 //             larger than the cache, evicting would only throw away shards
-//             the next epoch could have read from disk.
+//             the next epoch could have read from disk;
+//   kCached   each epoch is the shards fully cached when it begins (the
+//             first waits for min_shards), so an epoch may cover only part
+//             of the dataset (stats(): epoch_shards_left_out); the fetchers
+//             keep downloading while it runs, and once the cache is full
+//             they evict shards the readers are done with (oldest or least
+//             recently used) to make room for new ones, so the local set
+//             turns over the whole remote dataset across epochs.
 //
 // Order: an epoch's samples come shard by shard (shards shuffled, and the
 // samples of `shuffle_window` shards at a time shuffled together), so a
 // shard is read in a short stretch of the epoch; it stays pinned (never
-// evicted) from the epoch's start (kGrowing) or its download (kFull) until
+// evicted) from the epoch's start (kCached) or its download (kFull) until
 // its last sample of the epoch has been read.  Ranks take contiguous parts
 // of the epoch's order, padded or cut to equal length.
 //
@@ -49,7 +51,8 @@
 
 namespace stoker {
 
-enum class StreamingMode : uint8_t { kGrowing = 0, kFull = 1 };
+// (kCached was called kGrowing, and was the default, before 0.2.)
+enum class StreamingMode : uint8_t { kCached = 0, kFull = 1 };
 // Which shards the cache gives up first when it needs room.
 enum class EvictionOrder : uint8_t { kLeastRecentlyUsed = 0, kOldest = 1 };
 
@@ -58,7 +61,7 @@ struct StreamingOptions {
   std::string local;                    // the cache directory (created if missing)
   uint64_t max_bytes = 0;               // the cache's budget, for complete and downloading shards
                                         // (kFull: 0 keeps nothing, every shard streams through memory)
-  StreamingMode mode = StreamingMode::kGrowing;
+  StreamingMode mode = StreamingMode::kFull;
   EvictionOrder eviction = EvictionOrder::kOldest;
   // Each downloaded shard fsynced (with the directory) before it is used;
   // false: stamped and checked after an unclean stop instead (ShardCache).
@@ -84,8 +87,8 @@ struct StreamingOptions {
                                         // fetchers within a quarter of the memory limit, at least
                                         // shuffle_window + 1; over half the limit is an error at Open
   uint32_t shuffle_window = 4;          // shards whose samples are shuffled together
-  uint32_t min_shards = 1;              // kGrowing: an epoch waits for this many cached shards
-  uint64_t fetch_seed = 0;              // kGrowing: the order the fetchers take the remote shards in
+  uint32_t min_shards = 1;              // kCached: an epoch waits for this many cached shards
+  uint64_t fetch_seed = 0;              // kCached: the order the fetchers take the remote shards in
   double wait_timeout_s = 0;            // > 0: waiting longer than this for min_shards is an error
   StoreOptions store;
   // A store of the caller's instead of the one `remote` names (a C++
@@ -97,6 +100,9 @@ struct StreamingOptions {
 
 struct StreamingStats {
   uint64_t epoch = 0, epoch_shards = 0, epoch_samples = 0;
+  // kCached: the remote shards the current epoch leaves out (not cached when
+  // it began), and the sum over every epoch begun so far (kFull: 0).
+  uint64_t epoch_shards_left_out = 0, shards_left_out = 0;
   uint64_t cached_shards = 0, cached_bytes = 0;  // this dataset's shards complete in the cache
   uint64_t used_bytes = 0, max_bytes = 0;        // the directory: complete, downloading, left by the dead
   uint64_t hits = 0, downloads = 0;              // shards served from the cache / downloaded (either way)
@@ -132,7 +138,7 @@ struct StreamingStats {
 class StreamingDataset : public NativeDataset {
  public:
   // Reads the index, sweeps what dead processes left in the cache, starts
-  // the fetchers; kGrowing waits for the first epoch's min_shards.
+  // the fetchers; kCached waits for the first epoch's min_shards.
   static Result<std::shared_ptr<StreamingDataset>> Open(const StreamingOptions& options);
   ~StreamingDataset() override;
 
@@ -144,11 +150,11 @@ class StreamingDataset : public NativeDataset {
   Status BeginEpoch(uint64_t epoch) override;
   std::vector<int64_t> Order(const SampleOrder& o) override;
   void Interrupt() override;
-  // kGrowing: the current epoch's shard names, one per line (kFull: "").
+  // kCached: the current epoch's shard names, one per line (kFull: "").
   std::string EpochState() const override;
   Status RestoreEpoch(const std::string& state) override;
 
-  // kGrowing: the next BeginEpoch takes exactly these shards (downloading
+  // kCached: the next BeginEpoch takes exactly these shards (downloading
   // any not cached) instead of what is cached: how the ranks of a job agree
   // on rank 0's snapshot, and how a resumed run repeats its epoch.
   void UseShards(std::vector<std::string> names);

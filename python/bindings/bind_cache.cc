@@ -50,6 +50,8 @@ py::dict StatsDict(const StreamingStats& s) {
   d["epoch"] = s.epoch;
   d["epoch_shards"] = s.epoch_shards;
   d["epoch_samples"] = s.epoch_samples;
+  d["epoch_shards_left_out"] = s.epoch_shards_left_out;
+  d["shards_left_out"] = s.shards_left_out;
   d["cached_shards"] = s.cached_shards;
   d["cached_bytes"] = s.cached_bytes;
   d["used_bytes"] = s.used_bytes;
@@ -214,11 +216,11 @@ void BindCache(py::module_& m) {
       .def_readwrite("remote", &StreamingOptions::remote)
       .def_readwrite("local", &StreamingOptions::local)
       .def_readwrite("max_bytes", &StreamingOptions::max_bytes)
-      .def_property("mode", [](const StreamingOptions& o) { return o.mode == StreamingMode::kFull ? "full" : "growing"; },
+      .def_property("mode", [](const StreamingOptions& o) { return o.mode == StreamingMode::kFull ? "full" : "cached"; },
                     [](StreamingOptions& o, const std::string& mode) {
-                      if (mode == "growing") o.mode = StreamingMode::kGrowing;
+                      if (mode == "cached") o.mode = StreamingMode::kCached;
                       else if (mode == "full") o.mode = StreamingMode::kFull;
-                      else Throw(Status::InvalidArgument("mode='" + mode + "' is not one of 'growing', 'full'"));
+                      else Throw(Status::InvalidArgument("mode='" + mode + "' is not one of 'full', 'cached'"));
                     })
       .def_property("eviction", [](const StreamingOptions& o) { return o.eviction == EvictionOrder::kOldest ? "oldest" : "lru"; },
                     [](StreamingOptions& o, const std::string& eviction) {
@@ -282,7 +284,7 @@ void BindCache(py::module_& m) {
              py::list out;
              for (const ShardInfo& s : d.remote_shards()) out.append(ShardTuple(s));
              return out; })
-      .def_property_readonly("mode", [](StreamingDataset& d) { return d.mode() == StreamingMode::kFull ? "full" : "growing"; })
+      .def_property_readonly("mode", [](StreamingDataset& d) { return d.mode() == StreamingMode::kFull ? "full" : "cached"; })
       .def("stats", [](StreamingDataset& d) {
              StreamingStats s = [&] { py::gil_scoped_release nogil; return d.stats(); }();
              return StatsDict(s); })

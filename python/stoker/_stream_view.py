@@ -31,7 +31,7 @@ class StreamView:
         self.spec = spec
         if spec["mode"] != "full":
             raise ValueError(
-                "StreamingDataset: a growing dataset's epoch is the shards cached when it began, known only to "
+                "StreamingDataset: an epoch of mode='cached' is the shards cached when it began, known only to "
                 "the process that opened it, so it cannot be read in a worker process; open it with mode='full' "
                 "(every shard of the index, the same in every process), or read it with stoker.DataLoader's "
                 "native threads (no Python transform or collate_fn) or num_workers=0")

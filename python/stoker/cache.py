@@ -1,7 +1,7 @@
 """A streaming local cache over a remote store (docs/streaming.md).
 
     ds = stoker.cache.StreamingDataset("http://host:8080/shards", "/local/cache",
-                                       max_bytes=200 << 30, mode="growing",
+                                       max_bytes=200 << 30,
                                        features={"x": ("float32", (1000,)), "y": ("int64", ())})
     loader = stoker.DataLoader(ds, batch_size=64, shuffle=True, num_workers=4)
     for epoch in range(epochs):
@@ -17,12 +17,13 @@ samples" per line; `stoker index DIR` writes it), or pass shards=[(name,
 size, crc32c, samples), ...].  Background fetcher threads download shards
 into `local` (to a .part file, checked against the index's size and CRC-32C,
 stamped with its CRC and renamed; durable=True fsyncs each instead) under
-`max_bytes`.  mode="growing": each epoch reads the
-shards cached when it begins, while the cache keeps filling and, once full,
-turns over (eviction="oldest" or "lru"; a shard being read is never
-evicted).  mode="full": each epoch reads the whole remote dataset, fetching
-`prefetch` shards ahead of the readers (kept in the cache while it has room,
-the rest streamed through reused memory buffers, as far ahead as they go).  Several loaders (the ranks of a
+`max_bytes`.  mode="full" (the default): each epoch reads the whole remote
+dataset, every sample once, fetching `prefetch` shards ahead of the readers
+(kept in the cache while it has room, the rest streamed through reused memory
+buffers, as far ahead as they go).  mode="cached": each epoch reads only the
+shards cached when it begins (a cold cache's first epoch: part of the
+dataset), while the cache keeps filling and, once full, turns over
+(eviction="oldest" or "lru"; a shard being read is never evicted).  Several loaders (the ranks of a
 node) may share `local`.  Read by stoker.DataLoader's C++ threads.
 
 Below it: Store (one store), ShardCache (whole shards in a directory under a
@@ -36,6 +37,7 @@ import os
 from typing import Any, Iterable, Iterator, Mapping
 
 from stoker import _native as N
+from stoker.errors import user_stacklevel
 from stoker.io import NativeDataset, _check_choice, _feature_specs, _tar_decls
 
 try:
@@ -127,7 +129,7 @@ def write_index(directory: str | os.PathLike, name: str = "index.txt", format: s
 
 
 class StreamingDataset(NativeDataset):
-    """StreamingDataset(remote, local, max_bytes, mode="growing", *,
+    """StreamingDataset(remote, local, max_bytes, mode="full", *,
     features=None, fields=None, shards=None, index="index.txt",
     eviction="oldest", fetchers=None, fetcher_cpus=None, prefetch=4,
     stream_buffers=0, shuffle_window=4, min_shards=1,
@@ -154,14 +156,18 @@ class StreamingDataset(NativeDataset):
     fields= (tar shards, as stoker.io.TarShardDataset; None infers them from
     the first shard, which the constructor then waits for, as it does for an
     "npy" field; fields declared otherwise are known without a download).
-    mode: "growing" (each epoch: the shards cached when it begins, at least
-    min_shards, waiting for them; wait_timeout= seconds gives up) or "full"
-    (each epoch: every shard, streamed; needs the samples column in the index;
+    mode: "full" (the default; each epoch: every shard, every sample exactly
+    once, what is not cached streamed; len() is the whole dataset's, from the
+    index, which needs its samples column;
     shards kept in the cache while it has room, the rest read through
     stream_buffers reused memory buffers, default 2 * shuffle_window + fetchers
     within a quarter of the memory this process may use, each the size of the
     largest shard; MemoryError when a shuffle window of them would take more
-    than half).
+    than half) or "cached" (each epoch: only the shards cached when it
+    begins, at least min_shards, waiting for them; wait_timeout= seconds gives
+    up; len() is that epoch's; an epoch that leaves shards out warns once and
+    stats() counts them: epoch_shards_left_out, shards_left_out).  ("growing",
+    this mode's name before, is taken with a DeprecationWarning.)
     fetchers: download threads, each with its own connection (None: from
     the store's preference, 2, or 8 on AWS S3, one more at a time while the
     readers wait for shards and each adds a tenth to the download rate, up to
@@ -176,7 +182,7 @@ class StreamingDataset(NativeDataset):
     this order; its seed= and set_epoch() drive it).  The constructor returns
     once the first epoch's shards are there."""
 
-    def __init__(self, remote: str | os.PathLike, local: str | os.PathLike, max_bytes: int, mode: str = "growing", *,
+    def __init__(self, remote: str | os.PathLike, local: str | os.PathLike, max_bytes: int, mode: str = "full", *,
                  features: Mapping[str, tuple] | None = None, fields: Mapping[str, Any] | None = None,
                  shards=None, index: str = "index.txt", eviction: str = "oldest", fetchers: int | None = None,
                  fetcher_cpus: Iterable[int] | None = None, prefetch: int = 4, stream_buffers: int = 0,
@@ -185,7 +191,13 @@ class StreamingDataset(NativeDataset):
                  backoff_s: float = 0.1, max_backoff_s: float = 5.0, connect_timeout_s: float = 10.0,
                  stall_timeout_s: float = 30.0, storage_options: Mapping[str, str] | None = None,
                  durable: bool = False, transform=None):
-        _check_choice("mode", mode, ("growing", "full"))
+        if mode == "growing":
+            import warnings
+            warnings.warn("StreamingDataset: mode='growing' is now called mode='cached' (each epoch reads the shards "
+                          "cached when it begins); the default, mode='full', reads the whole dataset every epoch",
+                          DeprecationWarning, stacklevel=2)
+            mode = "cached"
+        _check_choice("mode", mode, ("full", "cached"))
         _check_choice("eviction", eviction, ("oldest", "lru"))
         _check_choice("on_error", on_error, ("raise", "skip"))
         if features is not None and fields is not None:
@@ -193,7 +205,7 @@ class StreamingDataset(NativeDataset):
         if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
             raise ValueError(f"StreamingDataset: max_bytes should be an int >= 0 (bytes), got {max_bytes!r}")
         if max_bytes == 0 and mode != "full":
-            raise ValueError("StreamingDataset: max_bytes=0 (no cache) is for mode='full'; mode 'growing' reads "
+            raise ValueError("StreamingDataset: max_bytes=0 (no cache) is for mode='full'; mode 'cached' reads "
                              "what it cached, so it needs a budget > 0")
         if fetchers is not None and (not isinstance(fetchers, int) or isinstance(fetchers, bool) or fetchers < 1):
             raise ValueError(f"StreamingDataset: fetchers should be an int >= 1 or None (chosen), got {fetchers!r}")
@@ -309,6 +321,26 @@ class StreamingDataset(NativeDataset):
             self._native.use_shards(list(shards))
         self._native.begin_epoch(int(epoch))
 
+    def _warn_left_out(self) -> None:
+        """mode="cached": the first epoch that leaves shards out says so, once
+        (stats() counts them every epoch)."""
+        if getattr(self, "_left_out_warned", False):
+            return
+        native = self._native
+        remote = native.remote_shards
+        have = len(native.epoch_shards)
+        if have >= len(remote):
+            return
+        self._left_out_warned = True
+        import warnings
+        counts = [s[3] for s in remote]
+        samples = "" if None in counts else f" ({len(self._native)} of {sum(counts)} samples)"
+        warnings.warn(f"stoker: StreamingDataset {self._args[0]!r} in mode='cached' reads {have} of its "
+                      f"{len(remote)} shards this epoch{samples}: the shards cached when the epoch began. "
+                      "mode='full' (the default) reads every shard each epoch, streaming what is not cached; "
+                      "stats()['shards_left_out'] counts what cached epochs left out.", UserWarning,
+                      stacklevel=user_stacklevel())
+
     def stats(self) -> dict:
         """Cached bytes and shards, hit rate, fetch throughput, bytes in flight,
         evictions, the fraction of the remote dataset seen, fetch errors."""
@@ -357,7 +389,7 @@ class StreamingSampler(_SamplerBase):
     each pass begins an epoch of the dataset (its snapshot), then yields this
     rank's part of the shard-by-shard order drawn from (seed, epoch).  The
     epoch is set_epoch()'s, or one more than the last pass's.  With several
-    ranks under torch.distributed, a growing dataset's epoch is rank 0's
+    ranks under torch.distributed, an epoch of mode="cached" is rank 0's
     snapshot (broadcast), so every rank reads the same samples."""
 
     def __init__(self, dataset: StreamingDataset, shuffle: bool = False, seed: int = 0, rank: int = 0,
@@ -404,17 +436,20 @@ class StreamingSampler(_SamplerBase):
             if replay.get("shards") is not None:
                 native.use_shards(list(replay["shards"]))
             native.begin_epoch(epoch)
-        elif ds.mode == "growing" and self.world_size > 1:
+        elif ds.mode == "cached" and self.world_size > 1:
             self._begin_agreed(native, epoch)
         else:
             native.begin_epoch(epoch)
-        self._current = {"epoch": epoch, "shards": list(native.epoch_shards) if ds.mode == "growing" else None}
+        self._current = {"epoch": epoch, "shards": list(native.epoch_shards) if ds.mode == "cached" else None}
+        if ds.mode == "cached" and self.rank == 0:
+            ds._warn_left_out()
         return native.order(epoch, self.shuffle, self.seed, self.rank, self.world_size, self.pad)
 
     def _begin_agreed(self, native, epoch):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
-            raise RuntimeError("a growing StreamingDataset read by several ranks needs torch.distributed initialized: "
+            raise RuntimeError("a StreamingDataset of mode='cached' read by several ranks needs torch.distributed "
+                               "initialized: "
                                "rank 0's snapshot of the cache is broadcast so that every rank reads the same "
                                "samples (or use mode='full')")
         box = [None]

@@ -23,7 +23,7 @@ namespace stoker {
 using namespace stream;  // (shard_epoch.h: Slot, Epoch and the slot states)
 
 std::string StreamingDataset::Impl::Describe() const {
-  return std::string(o.mode == StreamingMode::kFull ? "streaming (full)" : "streaming (growing)") + " dataset " +
+  return std::string(o.mode == StreamingMode::kFull ? "streaming (full)" : "streaming (cached)") + " dataset " +
          o.remote + " cached in " + o.local;
 }
 
@@ -55,8 +55,9 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   if (o.remote.empty()) return Status::InvalidArgument("StreamingDataset: remote (the store's URL or directory) is empty");
   if (o.local.empty()) return Status::InvalidArgument(what + ": local (the cache directory) is empty");
   if (o.max_bytes == 0 && o.mode != StreamingMode::kFull)
-    return Status::InvalidArgument(what + ": max_bytes (the cache's budget) must be > 0 in mode 'growing' "
-                                   "(mode 'full' takes 0: every shard streamed through memory, none kept)");
+    return Status::InvalidArgument(what + ": max_bytes (the cache's budget) must be > 0 in mode 'cached', whose "
+                                   "epochs read what is cached (mode 'full' takes 0: every shard streamed through "
+                                   "memory, none kept)");
   std::optional<cpu_set_t> fetcher_cpus;
   if (!o.fetcher_cpus.empty()) {
     Result<cpu_set_t> set = CpuSetOf(o.fetcher_cpus, "fetcher_cpus");
@@ -112,7 +113,7 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
       // sample counts learnt when each shard is opened.
       Result<std::vector<StoreObject>> listed = store->List();
       if (!listed.ok())
-        return Status::FromCode(listed.status().code(), what + ": there is no index (" + text.status().message() +
+        return Status::FromCode(listed.status().code(), what + ": there is no index (" + o.index +
                                                             ") and listing the store failed: " +
                                                             listed.status().message());
       for (const StoreObject& obj : listed.value()) {
@@ -134,12 +135,14 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   for (uint32_t i = 0; i < m.shards.size(); ++i) {
     const ShardInfo& s = m.shards[i];
     if (!m.by_name.emplace(s.name, i).second) return Status::InvalidArgument(what + ": shard '" + s.name + "' is listed twice");
-    if (s.size > o.max_bytes && o.mode == StreamingMode::kGrowing)  // (kFull streams it through memory)
+    if (s.size > o.max_bytes && o.mode == StreamingMode::kCached)  // (kFull streams it through memory)
       return Status::InvalidArgument(what + ": shard " + s.name + " (" + std::to_string(s.size) +
                                      " bytes) is larger than max_bytes (" + std::to_string(o.max_bytes) + ")");
     if (o.mode == StreamingMode::kFull && !s.has_samples)
-      return Status::InvalidArgument(what + ": mode 'full' needs every shard's number of samples in the index, and " +
-                                     s.name + " has none: write the index with `stoker index DIR` (its 4th column)");
+      return Status::InvalidArgument(what + ": mode 'full' (the default) needs every shard's number of samples in "
+                                     "the index, and " + s.name + " has none: write the index with `stoker index "
+                                     "DIR` (its 4th column), or use mode 'cached' (each epoch: the shards cached "
+                                     "when it begins)");
     m.max_shard = std::max(m.max_shard, s.size);
     m.remote_bytes += s.size;
   }
@@ -242,7 +245,7 @@ void StreamingDataset::Interrupt() {
 }
 
 std::string StreamingDataset::EpochState() const {
-  if (impl_->o.mode != StreamingMode::kGrowing) return "";
+  if (impl_->o.mode != StreamingMode::kCached) return "";
   std::string out;
   for (const std::string& n : epoch_shards()) out += n + "\n";
   return out;
@@ -250,8 +253,8 @@ std::string StreamingDataset::EpochState() const {
 
 Status StreamingDataset::RestoreEpoch(const std::string& state) {
   if (state.empty()) return Status::OK();
-  if (impl_->o.mode != StreamingMode::kGrowing)
-    return Status::InvalidArgument(Describe() + ": the saved state lists a growing dataset's shards; this one is 'full'");
+  if (impl_->o.mode != StreamingMode::kCached)
+    return Status::InvalidArgument(Describe() + ": the saved state lists the shards of a dataset in mode 'cached'; this one is 'full'");
   std::vector<std::string> names;
   for (size_t at = 0; at < state.size();) {
     const size_t nl = state.find('\n', at);
@@ -285,6 +288,7 @@ StreamingStats StreamingDataset::stats() const {
     s.epoch = ep->number;
     s.epoch_shards = ep->slots.size();
     s.epoch_samples = ep->samples();
+    s.epoch_shards_left_out = m.shards.size() - ep->slots.size();
   }
   // The directory first, outside the lock the readers and fetchers take.
   for (uint32_t i : m.CachedShards()) {
@@ -295,6 +299,7 @@ StreamingStats StreamingDataset::stats() const {
   s.used_bytes = used.ok() ? used.value() : 0;
   std::lock_guard<std::mutex> g(m.mu);
   s.max_bytes = m.o.max_bytes;
+  s.shards_left_out = m.shards_left_out;
   s.hits = m.cache->hits() + m.snapshot_hits;
   s.downloads = m.cache->downloads() + m.streamed;
   s.streamed = m.streamed;

@@ -292,7 +292,7 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
       const std::string have = std::to_string(members.size()) + " of the " + std::to_string(need) +
                                " shards an epoch waits for (min_shards) are cached";
       if (all_failed || consecutive_failures >= 2 * std::max<uint32_t>(1, fetchers))
-        return Status::IOError(Describe() + ": " + have + ", and fetching fails: " + last_error, EIO);
+        return Status::IOError(Describe() + ": " + have + ", and fetching fails: " + last_error);
       if (deadline && MonotonicNanos() * 1e-9 > deadline)
         return Status::Timeout(Describe() + ": " + have + " after " + std::to_string(o.wait_timeout_s) +
                                " s (wait_timeout_s); " +
@@ -300,12 +300,12 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
       cv.wait_for(l, std::chrono::milliseconds(50));
     }
   }
-  // Growing: shards the previous epoch still holds pass their pins on (a
+  // Cached: shards the previous epoch still holds pass their pins on (a
   // new epoch begun before the last one let go of its shards would hold
   // every shard open twice).
   std::shared_ptr<Epoch> last = cur.load();  // (keeps the slots `held` points into)
   std::map<uint32_t, Slot*> held;
-  if (o.mode == StreamingMode::kGrowing) {
+  if (o.mode == StreamingMode::kCached) {
     if (last)
       for (auto& s : last->slots) held[s->shard] = s.get();
     size_t to_pin = 0;
@@ -317,7 +317,7 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
     auto slot = std::make_unique<Slot>();
     slot->shard = sh;
     if (o.mode == StreamingMode::kFull) TakeKeptOpenLocked(*slot);
-    if (o.mode == StreamingMode::kGrowing) {
+    if (o.mode == StreamingMode::kCached) {
       auto f = fresh.find(sh);
       auto h = held.find(sh);
       if (f != fresh.end()) {
@@ -374,6 +374,7 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
     s->count = n;
     ep->firsts.push_back(ep->firsts.back() + n);
   }
+  shards_left_out += shards.size() - ep->slots.size();  // (kFull: every shard is in)
   cur.store(ep);
   cv.notify_all();
   return Status::OK();

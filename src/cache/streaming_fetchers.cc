@@ -68,8 +68,8 @@ bool StreamingDataset::Impl::NextJob(Job* job) {
       }
     }
   }
-  if (o.mode != StreamingMode::kGrowing) return false;
-  // kGrowing: the next remote shard not cached yet, in fetch order.
+  if (o.mode != StreamingMode::kCached) return false;
+  // kCached: the next remote shard not cached yet, in fetch order.
   for (size_t tried = 0; tried < fetch_order.size(); ++tried) {
     const uint32_t sh = fetch_order[fetch_cursor];
     fetch_cursor = (fetch_cursor + 1) % fetch_order.size();
@@ -96,7 +96,7 @@ bool StreamingDataset::Impl::FirstWindowInLocked(Epoch& ep, uint32_t places) con
   return ep.first_window_in = true;
 }
 
-// kGrowing, under mu (released meanwhile): which remote shards the cache
+// kCached, under mu (released meanwhile): which remote shards the cache
 // has complete, a stat each.  NextJob used to stat every cached shard on
 // its way to one that is not, on every wake-up, and the fetchers wake for
 // each shard a reader is done with: with every shard cached, an epoch of
@@ -129,7 +129,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
       buffers.SetFetchers(fetchers);
       return;
     }
-    if (o.mode == StreamingMode::kGrowing && !known_cached_busy && MonotonicNanos() * 1e-9 >= known_cached_next) {
+    if (o.mode == StreamingMode::kCached && !known_cached_busy && MonotonicNanos() * 1e-9 >= known_cached_next) {
       RefreshKnownCachedLocked(l);
       continue;
     }

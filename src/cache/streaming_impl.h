@@ -95,6 +95,7 @@ struct StreamingDataset::Impl {
 
   // Stats (under mu).
   uint64_t fetch_errors = 0, consecutive_failures = 0, snapshot_hits = 0, streamed = 0, stream_bytes = 0;
+  uint64_t shards_left_out = 0;  // kCached: remote shards left out of the epochs begun, summed
   uint64_t store_requests = 0, store_retries = 0;  // the fetchers' stores' counters, added after each job
   uint64_t store_bytes_in_place = 0;
   uint64_t prefetches_dropped = 0;  // full: prefetched shards whose buffer a reader's shard needed

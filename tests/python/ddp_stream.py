@@ -20,7 +20,7 @@ ap.add_argument("--epochs", type=int, default=4)
 args = ap.parse_args()
 dist.init_process_group("gloo")
 rank = dist.get_rank()
-ds = StreamingDataset(args.url, args.cache, 1 << 30, features={"x": ("float32", (256,)), "y": ("int64", ())})
+ds = StreamingDataset(args.url, args.cache, 1 << 30, mode="cached", features={"x": ("float32", (256,)), "y": ("int64", ())})
 loader = stoker.DataLoader(ds, batch_size=10, shuffle=True, num_workers=1, distributed=True)
 log = []
 for epoch in range(args.epochs):

@@ -93,7 +93,7 @@ def server(www, tmp_path_factory):  # (www: test_streaming's fixture)
 def test_growing_mode_turns_over_within_a_disk_smaller_than_max_bytes(server, www, tmp_path):
     out = run_on_small_disk(server.url, tmp_path, """
         mon = DiskMonitor(); mon.start()
-        ds = StreamingDataset(url, local, max_bytes=1 << 30, features=FEATURES, fetchers=2, eviction="oldest")
+        ds = StreamingDataset(url, local, max_bytes=1 << 30, mode="cached", features=FEATURES, fetchers=2, eviction="oldest")
         loader = stoker.DataLoader(ds, batch_size=10, shuffle=True, num_workers=2)
         epochs, most = 0, 0
         deadline = time.monotonic() + 150
@@ -145,12 +145,12 @@ def test_a_disk_full_of_other_files_is_named_and_the_cache_recovers(server, www,
         with open(filler, "wb") as f:  # all but 16 KiB: less than a shard
             f.write(b"x" * (avail() - 16384))
         try:
-            StreamingDataset(url, local, max_bytes=1 << 30, features=FEATURES, fetchers=1, wait_timeout=2)
+            StreamingDataset(url, local, max_bytes=1 << 30, mode="cached", features=FEATURES, fetchers=1, wait_timeout=2)
             message = None
         except TimeoutError as e:
             message = str(e)
         os.remove(filler)
-        ds = StreamingDataset(url, local, max_bytes=1 << 30, features=FEATURES, fetchers=1, min_shards=2)
+        ds = StreamingDataset(url, local, max_bytes=1 << 30, mode="cached", features=FEATURES, fetchers=1, min_shards=2)
         ys = epoch_ys(stoker.DataLoader(ds, batch_size=10, num_workers=2))
         assert ys and sorted(ys) == sorted(ids_of(ds.epoch_shards))
         st = ds.stats()
@@ -203,7 +203,7 @@ def test_a_download_the_disk_filled_under_is_resumed(server, www, tmp_path):
         t = threading.Thread(target=other_program)
         t.start()
         # The first epoch waits for a shard: here, through the full disk.
-        ds = StreamingDataset(url, local, max_bytes=1 << 30, features=FEATURES, fetchers=1, wait_timeout=90)
+        ds = StreamingDataset(url, local, max_bytes=1 << 30, mode="cached", features=FEATURES, fetchers=1, wait_timeout=90)
         t.join()
         ys = epoch_ys(stoker.DataLoader(ds, batch_size=100, num_workers=2))
         st = ds.stats()

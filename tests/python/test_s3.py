@@ -180,7 +180,7 @@ def test_listing_pages_past_a_thousand_keys(s3):
 def test_a_streaming_dataset_from_a_bucket_through_the_loader(s3, tmp_path, prefix):
     # "indexed" has index.txt; "listed" has none: its shards are the
     # .tfrecord objects directly under the prefix (ListObjectsV2).
-    ds = StreamingDataset(f"s3://data/{prefix}", str(tmp_path / "cache"), max_bytes=1 << 30, features=FEATURES,
+    ds = StreamingDataset(f"s3://data/{prefix}", str(tmp_path / "cache"), max_bytes=1 << 30, mode="cached", features=FEATURES,
                           storage_options=s3.options(), min_shards=4, wait_timeout=60)
     assert sorted(n for n, *_ in ds.remote_shards) == [f"shard-{s}.tfrecord" for s in range(4)]
     loader = stoker.DataLoader(ds, batch_size=16, shuffle=True, num_workers=2)
@@ -211,8 +211,33 @@ def test_full_mode_streams_every_sample_once_through_memory(s3, tmp_path):
     ds.close()
 
 
+def test_by_default_a_cold_cache_epoch_is_the_whole_bucket_and_cached_mode_says_what_it_leaves_out(s3, tmp_path):
+    import warnings
+    ds = StreamingDataset("s3://data/indexed", str(tmp_path / "cache"), max_bytes=1 << 30, features=FEATURES,
+                          storage_options=s3.options())
+    assert ds.mode == "full" and len(ds) == 4 * PER_SHARD  # from the index, before anything is fetched
+    loader = stoker.DataLoader(ds, batch_size=16, shuffle=True, num_workers=2)
+    assert sorted(y for b in loader for y in b["y"].tolist()) == list(range(4 * PER_SHARD))
+    assert ds.stats()["shards_left_out"] == 0
+    ds.close()
+    # mode="cached" over a bucket where only shard-0 of the index's 4 can be
+    # fetched: its epochs are that shard, and it says what it leaves out.
+    ds = StreamingDataset("s3://data/broken", str(tmp_path / "c2"), max_bytes=1 << 30, mode="cached",
+                          features=FEATURES, storage_options=s3.options(), fetchers=1)
+    loader = stoker.DataLoader(ds, batch_size=16, num_workers=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert sorted(y for b in loader for y in b["y"].tolist()) == list(range(PER_SHARD))
+    msgs = [str(w.message) for w in caught if "mode='cached' reads" in str(w.message)]
+    assert len(msgs) == 1 and f"reads 1 of its 4 shards this epoch ({PER_SHARD} of {4 * PER_SHARD} samples)" \
+        in msgs[0], msgs
+    st = ds.stats()
+    assert st["epoch_shards_left_out"] == 3 and st["shards_left_out"] >= 3 and st["fetch_errors"] >= 1
+    ds.close()
+
+
 def test_a_shard_in_the_index_but_not_in_the_bucket_is_named(s3, tmp_path):
-    ds = StreamingDataset("s3://data/broken", str(tmp_path / "cache"), max_bytes=1 << 30, features=FEATURES,
+    ds = StreamingDataset("s3://data/broken", str(tmp_path / "cache"), max_bytes=1 << 30, mode="cached", features=FEATURES,
                           storage_options=s3.options(), wait_timeout=30)
     deadline = time.monotonic() + 30
     while ds.stats()["fetch_errors"] == 0 and time.monotonic() < deadline:
@@ -232,20 +257,23 @@ def test_no_shards_under_the_prefix_is_named(s3, tmp_path):
     with pytest.raises(ValueError, match="no index .* none of the 0 objects under s3://data/empty"):
         StreamingDataset("s3://data/empty", str(tmp_path / "c"), max_bytes=1 << 20, features=FEATURES,
                          storage_options=s3.options())
-    with pytest.raises(FileNotFoundError, match="NoSuchBucket"):
+    with pytest.raises(FileNotFoundError, match="NoSuchBucket") as caught:
         StreamingDataset("s3://absent-bucket/x", str(tmp_path / "c"), max_bytes=1 << 20, features=FEATURES,
                          storage_options=s3.options())
+    msg = str(caught.value)  # the bucket named as the user wrote it, once
+    assert "listing the store failed: s3://absent-bucket/: NoSuchBucket (HTTP 404)" in msg, msg
+    assert "http://" not in msg and msg.count("NoSuchBucket") == 1, msg
 
 
-@pytest.mark.parametrize("mode", ["full", "growing"])
+@pytest.mark.parametrize("mode", ["full", "cached"])
 def test_the_server_killed_mid_epoch_and_back_loses_nothing(tmp_path, mode):
     # 10 shards of 2 MiB; the fetchers may run only 2 shards ahead of the
-    # reader (stream buffers in full mode, a 5 MiB cache in growing mode),
+    # reader (stream buffers in full mode, a 5 MiB cache in cached mode),
     # so most of the epoch is fetched after the server dies: those requests
     # find it gone, are retried, and go on once it is back, 1.5 s later, on
     # the same directory and ports.  A request the server accepts while it
     # starts again may never be answered: stall_timeout_s drops it and asks
-    # again (growing mode's epochs, each only what the cache holds, once went
+    # again (cached mode's epochs, each only what the cache holds, once went
     # by 20 at a time while one such request waited out the default 30 s).
     server = SeaweedS3(tmp_path / "weed", buckets=("data",)).start()
     try:
@@ -265,7 +293,8 @@ def test_the_server_killed_mid_epoch_and_back_loses_nothing(tmp_path, mode):
                                   features=features, storage_options=server.options(), stream_buffers=2,
                                   shuffle_window=1, fetchers=1, **retry)
         else:
-            ds = StreamingDataset("s3://data/ds", str(tmp_path / "cache"), max_bytes=5 << 20, features=features,
+            ds = StreamingDataset("s3://data/ds", str(tmp_path / "cache"), max_bytes=5 << 20, mode="cached",
+                                  features=features,
                                   storage_options=server.options(), min_shards=1, fetchers=1, **retry)
         loader = stoker.DataLoader(ds, batch_size=4, num_workers=1)
         it = iter(loader)
@@ -279,7 +308,7 @@ def test_the_server_killed_mid_epoch_and_back_loses_nothing(tmp_path, mode):
         back.join()
         if mode == "full":
             assert sorted(ys) == list(range(10 * rows))
-        else:  # growing: the epoch is what the cache held; the rest comes in the next ones
+        else:  # cached: the epoch is what the cache held; the rest comes in the next ones
             assert len(ys) == len(set(ys))
             seen, epoch, deadline = set(ys), 0, time.monotonic() + 120
             while len(seen) < 10 * rows and time.monotonic() < deadline:

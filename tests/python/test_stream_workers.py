@@ -95,8 +95,8 @@ def _stats_in_a_worker(ds):
 
 
 def test_what_a_worker_cannot_do_is_named(remote, tmp_path):
-    growing = StreamingDataset(remote, str(tmp_path / "g"), max_bytes=1 << 30, features=FEATURES, min_shards=SHARDS)
-    with pytest.raises(Exception, match="growing dataset.*mode='full'"):
+    growing = StreamingDataset(remote, str(tmp_path / "g"), max_bytes=1 << 30, mode="cached", features=FEATURES, min_shards=SHARDS)
+    with pytest.raises(Exception, match="mode='cached' is the shards cached.*mode='full'"):
         list(torch.utils.data.DataLoader(Augment(growing), batch_size=8, num_workers=1))
     growing.close()
     nocache = StreamingDataset(remote, str(tmp_path / "n"), max_bytes=0, mode="full", features=FEATURES)

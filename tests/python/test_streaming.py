@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -102,9 +103,62 @@ class Monitor(threading.Thread):
         self.join()
 
 
+def left_out_warnings(caught):
+    return [str(w.message) for w in caught if "mode='cached' reads" in str(w.message)]
+
+
+def test_by_default_a_cold_cache_epoch_is_the_whole_dataset_over_http(server, tmp_path):
+    # As every peer (MosaicML Streaming, litData, WebDataset): the first
+    # epoch over a cold cache is every sample once, and len() says so.
+    ds = StreamingDataset(server.url + "/slow", str(tmp_path / "c"), max_bytes=1 << 30, features=FEATURES)
+    assert ds.mode == "full" and len(ds) == N_SHARDS * PER_SHARD
+    loader = stoker.DataLoader(ds, batch_size=25, shuffle=True, num_workers=2)
+    assert len(loader) == N_SHARDS * PER_SHARD // 25
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert sorted(epoch_ys(loader)) == list(range(N_SHARDS * PER_SHARD))
+    assert not left_out_warnings(caught)
+    st = ds.stats()
+    assert st["epoch_shards_left_out"] == 0 and st["shards_left_out"] == 0 and st["fraction_seen"] == 1.0
+    ds.close()
+
+
+def test_cached_mode_over_a_cold_cache_reads_what_is_cached_and_says_so_once(server, tmp_path):
+    ds = StreamingDataset(server.url + "/slow", str(tmp_path / "c"), max_bytes=1 << 30, mode="cached",
+                          features=FEATURES, fetchers=1)
+    loader = stoker.DataLoader(ds, batch_size=10, num_workers=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ys = epoch_ys(loader)
+    have = len(ds.epoch_shards)
+    assert 0 < have < N_SHARDS and sorted(ys) == sorted(ids_of(ds.epoch_shards))
+    assert len(ds) == have * PER_SHARD
+    msgs = left_out_warnings(caught)
+    assert len(msgs) == 1 and f"reads {have} of its {N_SHARDS} shards this epoch ({have * PER_SHARD} of " \
+        f"{N_SHARDS * PER_SHARD} samples)" in msgs[0] and "mode='full' (the default)" in msgs[0], msgs
+    assert caught[[str(w.message) for w in caught].index(msgs[0])].filename == __file__  # the user's line
+    st = ds.stats()
+    assert st["epoch_shards_left_out"] == N_SHARDS - have and st["shards_left_out"] >= N_SHARDS - have
+    with warnings.catch_warnings(record=True) as caught:  # once per dataset
+        warnings.simplefilter("always")
+        epoch_ys(loader)
+    assert not left_out_warnings(caught)
+    assert ds.stats()["shards_left_out"] > st["shards_left_out"] or len(ds.epoch_shards) == N_SHARDS
+    ds.close()
+
+
+def test_growing_is_the_old_name_of_cached_mode(server, tmp_path):
+    with pytest.warns(DeprecationWarning, match="mode='growing' is now called mode='cached'"):
+        ds = StreamingDataset(server.url, str(tmp_path / "c"), max_bytes=1 << 30, mode="growing", features=FEATURES)
+    assert ds.mode == "cached"
+    ds.close()
+    with pytest.raises(ValueError, match="mode='sometimes' is not one of 'full', 'cached'"):
+        StreamingDataset(server.url, str(tmp_path / "d"), max_bytes=1 << 30, mode="sometimes", features=FEATURES)
+
+
 def test_growing_mode_grows_across_epochs(server, www, tmp_path):
     local = str(tmp_path / "cache")
-    ds = StreamingDataset(server.url + "/slow", local, max_bytes=1 << 30, features=FEATURES, fetchers=2)
+    ds = StreamingDataset(server.url + "/slow", local, max_bytes=1 << 30, mode="cached", features=FEATURES, fetchers=2)
     loader = stoker.DataLoader(ds, batch_size=10, shuffle=True, num_workers=2)
     sizes = []
     deadline = time.monotonic() + 120
@@ -131,7 +185,7 @@ def test_growing_mode_grows_across_epochs(server, www, tmp_path):
 def test_growing_mode_turns_over_within_max_bytes_never_evicting_a_shard_in_use(server, www, tmp_path):
     local = str(tmp_path / "cache")
     max_bytes = 6 * shard_size(www)
-    ds = StreamingDataset(server.url + "/slow", local, max_bytes=max_bytes, features=FEATURES, fetchers=2,
+    ds = StreamingDataset(server.url + "/slow", local, max_bytes=max_bytes, mode="cached", features=FEATURES, fetchers=2,
                           shuffle_window=1, eviction="oldest")
     mon = Monitor(local)
     mon.start()
@@ -190,7 +244,7 @@ def test_a_cache_full_of_shards_in_use_waits_without_burning_a_core(tmp_path):
     local.mkdir()
     for k in range(cached):
         (local / f"shard-{k:06d}.tfrecord").write_bytes(data)
-    ds = StreamingDataset(str(remote), str(local), max_bytes=cached * len(data), features=FEATURES, fetchers=2)
+    ds = StreamingDataset(str(remote), str(local), max_bytes=cached * len(data), mode="cached", features=FEATURES, fetchers=2)
     try:
         # (at open, before the first epoch takes its shards, a fetcher may
         # evict one to download another: the cache is full and none is in use)
@@ -234,7 +288,7 @@ def test_an_epoch_over_thousands_of_cached_shards_does_not_stat_them_all_per_sha
     local.mkdir()
     for k in range(n):
         (local / f"shard-{k:06d}.tfrecord").write_bytes(data)
-    ds = StreamingDataset(str(remote), str(local), max_bytes=2 * n * len(data), features=FEATURES, fetchers=2)
+    ds = StreamingDataset(str(remote), str(local), max_bytes=2 * n * len(data), mode="cached", features=FEATURES, fetchers=2)
     try:
         assert ds.stats()["epoch_shards"] == n
         loader = stoker.DataLoader(ds, batch_size=100, num_workers=2)
@@ -267,7 +321,7 @@ def test_more_cached_shards_than_open_files_is_a_clear_error(tmp_path):
         for k in range(n):
             shutil.copyfile(os.path.join(remote, f"shard-{{k:06d}}.tfrecord"), os.path.join(local, f"shard-{{k:06d}}.tfrecord"))
         try:  # (a growing dataset takes its first epoch's shards when it opens)
-            ds = StreamingDataset(remote, local, max_bytes=n * {len(data)}, fetchers=1, min_shards=n,
+            ds = StreamingDataset(remote, local, max_bytes=n * {len(data)}, mode="cached", fetchers=1, min_shards=n,
                                   features={{"x": ("float32", ({WIDTH},)), "y": ("int64", ())}})
             print(sum(len(b["y"]) for b in stoker.DataLoader(ds, batch_size=50, num_workers=2)))
             ds.close()
@@ -286,7 +340,7 @@ def test_more_cached_shards_than_open_files_is_a_clear_error(tmp_path):
 
 
 def test_lru_eviction_option(server, www, tmp_path):
-    ds = StreamingDataset(server.url, str(tmp_path / "c"), max_bytes=4 * shard_size(www), features=FEATURES,
+    ds = StreamingDataset(server.url, str(tmp_path / "c"), max_bytes=4 * shard_size(www), mode="cached", features=FEATURES,
                           eviction="lru", min_shards=4)
     loader = stoker.DataLoader(ds, batch_size=25, shuffle=True, num_workers=1)
     for _ in range(4):
@@ -406,7 +460,7 @@ def test_full_mode_without_a_cache_streams_everything_through_memory(server, www
     assert st["hits"] == 1 and st["streamed"] == N_SHARDS - 1
     ds.close()
     with pytest.raises(ValueError, match="max_bytes=0 \\(no cache\\) is for mode='full'"):
-        StreamingDataset(server.url, local, max_bytes=0, features=FEATURES)
+        StreamingDataset(server.url, local, max_bytes=0, mode="cached", features=FEATURES)
 
 
 def format_cpus(cpus):
@@ -638,13 +692,14 @@ def test_full_mode_without_memory_for_its_buffers_fails_at_open(server, tmp_path
 
 def test_full_mode_needs_counts_and_room(server, www, tmp_path):
     shards = [(n, size, crc) for n, size, crc, _ in parse_shard_index(open(os.path.join(www, "index.txt")).read(), "i")]
-    with pytest.raises(ValueError, match="mode 'full' needs every shard's number of samples"):
+    with pytest.raises(ValueError, match="mode 'full' \\(the default\\) needs every shard's number of samples.*"
+                                         "stoker index DIR.*or use mode 'cached'"):
         StreamingDataset(server.url, str(tmp_path / "a"), 1 << 30, mode="full", features=FEATURES, shards=shards)
     with pytest.raises(ValueError, match="stream_buffers \\(2\\) must be more than shuffle_window \\(2\\)"):
         StreamingDataset(server.url, str(tmp_path / "b"), 1 << 30, mode="full", features=FEATURES, shuffle_window=2,
                          stream_buffers=2)
     with pytest.raises(ValueError, match="is larger than max_bytes"):
-        StreamingDataset(server.url, str(tmp_path / "c"), 1000, features=FEATURES)
+        StreamingDataset(server.url, str(tmp_path / "c"), 1000, mode="cached", features=FEATURES)
     with pytest.raises(ValueError, match="no such object on the store"):
         StreamingDataset(server.url, str(tmp_path / "d"), 1 << 30, features=FEATURES, index="nope.txt")
 
@@ -709,7 +764,7 @@ def test_corrupt_shard_on_the_server_is_named(www, tmp_path):
         assert mem.stats()["streamed"] > 0
         mem.close()
         # Growing: the bad shard is left out (and reported), the rest trains.
-        grow = StreamingDataset(n.url, str(tmp_path / "c2"), 1 << 30, features=FEATURES, min_shards=N_SHARDS - 1)
+        grow = StreamingDataset(n.url, str(tmp_path / "c2"), 1 << 30, mode="cached", features=FEATURES, min_shards=N_SHARDS - 1)
         assert "shard-004.tfrecord" not in grow.epoch_shards and len(grow.epoch_shards) == N_SHARDS - 1
         st = grow.stats()
         assert st["fetch_errors"] == 1 and "shard-004.tfrecord" in st["last_fetch_error"]
@@ -739,7 +794,7 @@ def test_truncated_responses(www, tmp_path):
             local = str(tmp_path / f"cut{attempt}")
             done = {}
             t = threading.Thread(target=lambda: done.setdefault("ds", StreamingDataset(
-                n.url + "/slow", local, 1 << 30, features=FEATURES, shards=[(name, len(data), None, count)],
+                n.url + "/slow", local, 1 << 30, mode="cached", features=FEATURES, shards=[(name, len(data), None, count)],
                 backoff_s=0.5, fetchers=1)))
             t.start()
             time.sleep(0.6)
@@ -807,7 +862,7 @@ def test_two_loaders_share_one_cache(server, tmp_path):
 
 def test_resume_mid_epoch_repeats_the_epochs_shards(server, www, tmp_path):
     local = str(tmp_path / "cache")
-    ds = StreamingDataset(server.url + "/slow", local, 1 << 30, features=FEATURES, min_shards=3)
+    ds = StreamingDataset(server.url + "/slow", local, 1 << 30, mode="cached", features=FEATURES, min_shards=3)
     loader = stoker.DataLoader(ds, batch_size=10, shuffle=True, num_workers=2, seed=7)
     loader.set_epoch(5)
     it = iter(loader)
@@ -816,7 +871,7 @@ def test_resume_mid_epoch_repeats_the_epochs_shards(server, www, tmp_path):
     rest = [b["y"].tolist() for b in it]
     shards = ds.epoch_shards
     time.sleep(1.0)  # the cache grows meanwhile
-    ds2 = StreamingDataset(server.url, local, 1 << 30, features=FEATURES)
+    ds2 = StreamingDataset(server.url, local, 1 << 30, mode="cached", features=FEATURES)
     assert len(ds2.epoch_shards) > len(shards)
     loader2 = stoker.DataLoader(ds2, batch_size=10, shuffle=True, num_workers=1, seed=7)
     loader2.load_state_dict(state)
@@ -873,9 +928,9 @@ def test_workers_take_the_epochs_order_natively_in_the_same_order_as_python(tmp_
 
 def test_python_workers_over_a_growing_dataset_get_a_clear_error(server, tmp_path):
     # (A full one is read there: test_stream_workers.py.)
-    ds = StreamingDataset(server.url, str(tmp_path / "c"), 1 << 30, features=FEATURES)
+    ds = StreamingDataset(server.url, str(tmp_path / "c"), 1 << 30, mode="cached", features=FEATURES)
     loader = stoker.DataLoader(ds.map(lambda x: x * 2, field="x"), batch_size=10, num_workers=1)
-    with pytest.raises(Exception, match="growing dataset's epoch .* mode='full'"):
+    with pytest.raises(Exception, match="an epoch of mode='cached' .* mode='full'"):
         next(iter(loader))
     # In this process (num_workers=0) the Python transform runs fine.
     b = next(iter(stoker.DataLoader(ds.map(lambda x: x * 2, field="x"), batch_size=10)))
@@ -935,7 +990,7 @@ def test_tar_shards_with_declared_or_inferred_fields_from_a_directory_and_over_h
     server = Nginx(tmp_path / "nginx", str(src)).start()
     try:
         for k, remote in enumerate([str(src), server.url]):
-            ds = StreamingDataset(remote, str(tmp_path / f"cache{k}"), max_bytes=1 << 30, fields=fields, min_shards=4)
+            ds = StreamingDataset(remote, str(tmp_path / f"cache{k}"), max_bytes=1 << 30, mode="cached", fields=fields, min_shards=4)
             ys = []
             for b in stoker.DataLoader(ds, batch_size=10, shuffle=True, num_workers=2):
                 assert (b[first][:, 0].long() == b["cls"]).all()
@@ -973,7 +1028,7 @@ def test_declared_tar_fields_open_without_waiting_for_a_shard(tmp_path, fields, 
 
 def test_a_cached_shard_torn_by_a_power_cut_is_found_and_fetched_again(server, www, tmp_path):
     local = str(tmp_path / "cache")
-    ds = StreamingDataset(server.url, local, max_bytes=1 << 30, features=FEATURES, min_shards=N_SHARDS)
+    ds = StreamingDataset(server.url, local, max_bytes=1 << 30, mode="cached", features=FEATURES, min_shards=N_SHARDS)
     assert sorted(epoch_ys(stoker.DataLoader(ds, batch_size=50, num_workers=2))) == list(range(N_SHARDS * PER_SHARD))
     ds.close()
     victim = os.path.join(local, "shard-007.tfrecord")
@@ -987,7 +1042,7 @@ def test_a_cached_shard_torn_by_a_power_cut_is_found_and_fetched_again(server, w
     with open(victim, "r+b") as f:
         f.seek(4096)
         f.write(b"\0" * 4096)
-    ds = StreamingDataset(server.url, local, max_bytes=1 << 30, features=FEATURES, min_shards=N_SHARDS)
+    ds = StreamingDataset(server.url, local, max_bytes=1 << 30, mode="cached", features=FEATURES, min_shards=N_SHARDS)
     assert sorted(epoch_ys(stoker.DataLoader(ds, batch_size=50, num_workers=2))) == list(range(N_SHARDS * PER_SHARD))
     st = ds.stats()
     assert st["torn_shards"] == 1 and st["verified_shards"] == 1 and st["downloads"] == 1, st

@@ -137,7 +137,7 @@ TEST(Streaming, RanksTakeEqualDisjointContiguousParts) {
 TEST(Streaming, GrowingModeEpochsAreTheCachedShardsAndRepeatable) {
   testing::Watchdog wd(std::chrono::seconds(60));
   const std::string dir = MakeRemote("growing");
-  StreamingOptions o = Options(dir, StreamingMode::kGrowing, 1 << 30);
+  StreamingOptions o = Options(dir, StreamingMode::kCached, 1 << 30);
   o.min_shards = 3;
   auto ds = StreamingDataset::Open(o);
   ASSERT_TRUE(ds.value() != nullptr) << ds.status().ToString();
@@ -169,7 +169,7 @@ TEST(Streaming, GrowingModeEpochsAreTheCachedShardsAndRepeatable) {
 TEST(Streaming, LoaderStateRepeatsAGrowingEpochsShards) {
   testing::Watchdog wd(std::chrono::seconds(60));
   const std::string dir = MakeRemote("restore");
-  StreamingOptions o = Options(dir, StreamingMode::kGrowing, 1 << 30);
+  StreamingOptions o = Options(dir, StreamingMode::kCached, 1 << 30);
   auto ds1 = StreamingDataset::Open(o);
   ASSERT_TRUE(ds1.ok()) << ds1.status().ToString();
   ds1.value()->UseShards({"shard-1.tfrecord", "shard-2.tfrecord", "shard-5.tfrecord"});  // this epoch: these
@@ -222,10 +222,10 @@ TEST(Streaming, ErrorsNameWhatIsWrong) {
   o = Options(dir, StreamingMode::kFull, 1 << 30);
   o.index = "missing.txt";
   EXPECT_FALSE(StreamingDataset::Open(o).ok());
-  o = Options(dir, StreamingMode::kGrowing, 100);
+  o = Options(dir, StreamingMode::kCached, 100);
   EXPECT_NE(StreamingDataset::Open(o).status().message().find("is larger than max_bytes"), std::string::npos);
-  o = Options(dir, StreamingMode::kGrowing, 0);
-  EXPECT_NE(StreamingDataset::Open(o).status().message().find("must be > 0 in mode 'growing'"), std::string::npos);
+  o = Options(dir, StreamingMode::kCached, 0);
+  EXPECT_NE(StreamingDataset::Open(o).status().message().find("must be > 0 in mode 'cached'"), std::string::npos);
   EXPECT_TRUE(StreamingDataset::Open(Options(dir, StreamingMode::kFull, 0)).ok());  // full: no cache at all
   o = Options(dir, StreamingMode::kFull, 0);
   o.fetcher_cpus = {-3};
@@ -297,7 +297,7 @@ TEST(Streaming, GrowingModeFetchesAgainAfterTransientFailuresAndResumesThePart) 
   const std::string dir = MakeRemote("fault_transient");
   auto plan = std::make_shared<testing::FaultPlan>();
   plan->fail_next["shard-4.tfrecord"] = 2;  // two downloads cut halfway, then the store is back
-  StreamingOptions o = Options(dir, StreamingMode::kGrowing, 1 << 30);
+  StreamingOptions o = Options(dir, StreamingMode::kCached, 1 << 30);
   o.min_shards = kShards;
   o.store.backoff_s = 0.01;
   o.open_store = testing::FaultStore::Factory(dir + "/remote", plan);
@@ -323,7 +323,7 @@ TEST(Streaming, GrowingModeLeavesACorruptShardOutAndSaysWhich) {
   const std::string dir = MakeRemote("fault_corrupt");
   auto plan = std::make_shared<testing::FaultPlan>();
   plan->corrupt["shard-2.tfrecord"] = true;
-  StreamingOptions o = Options(dir, StreamingMode::kGrowing, 1 << 30);
+  StreamingOptions o = Options(dir, StreamingMode::kCached, 1 << 30);
   o.min_shards = kShards - 1;
   o.open_store = testing::FaultStore::Factory(dir + "/remote", plan);
   auto ds = StreamingDataset::Open(o);
