@@ -83,12 +83,12 @@ rm -f "$P/lib/libint128_div.a" && "$AR" rcs "$P/lib/libint128_div.a" "$W/int128_
 
 echo "== the extension modules, for glibc $GLIBC"
 rm -rf "$W/zig-wheel" "$W/gcc-wheel" "$W/merge"
-# (ISA-L is left out: 2.30's assembly does not assemble with NASM 2.16; the
-# CRC-32C is then stoker's own SSE4.2 loop.  The modules must take memcpy
+# (ISA-L is not built in: 2.30's assembly does not assemble with NASM 2.16;
+# the CRC-32C is stoker's own SSE4.2 loop, or the system's libisal.so.2,
+# loaded at run time, where it is installed.  The modules must take memcpy
 # from glibc, not from zig's compiler_rt: checked below.)
 CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$P -Dpybind11_DIR=$("$PY" -m pybind11 --cmakedir) -DCMAKE_AR=$AR \
 -DCMAKE_RANLIB=$RANLIB -DCURL_INCLUDE_DIR=$P/include -DCURL_LIBRARY=$P/lib/libcurl.a \
--DSTOKER_ISAL_LIBRARY=STOKER_ISAL_LIBRARY-NOTFOUND \
 -DCMAKE_CXX_STANDARD_LIBRARIES='$P/lib/libint128_div.a $P/lib/libssl.a $P/lib/libcrypto.a $P/lib/libz.so'" \
   "$PY" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -Cbuild-dir="$W/build" . \
   -w "$W/zig-wheel"

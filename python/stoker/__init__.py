@@ -17,7 +17,8 @@ __all__ = ["DataLoader", "WorkerCrashed", "LoaderTimeout", "get_worker_info", "D
 #: For C++ programs: the prefix under which an installed stoker has its CMake
 #: package (headers, libstoker.a), as torch.utils.cmake_prefix_path is
 #: torch's: cmake -DCMAKE_PREFIX_PATH="$(python -c 'import stoker; print(stoker.cmake_prefix_path)')",
-#: then find_package(stoker) and target_link_libraries(app PRIVATE stoker::stoker).
+#: then find_package(stoker [COMPONENTS remote vision]) and
+#: target_link_libraries(app PRIVATE stoker::core) (docs/cpp_api.md).
 cmake_prefix_path = _os.path.dirname(_os.path.abspath(__file__))
 
 

@@ -2,7 +2,7 @@
 // in the core library (stoker_core, which refers to it weakly) but in one of
 // two places chosen when a program is linked:
 //   src/cache/remote_store.cc, in the library stoker_remote (libcurl): opens
-//     them itself.  C++ programs get it with stoker::stoker.
+//     them itself.  C++ programs get it with stoker::remote (or stoker::stoker).
 //   python/glue/remote_stores.cc, in the Python module stoker._stoker: asks
 //     the module stoker._stoker_remote (built from stoker_remote) for its
 //     OpenRemoteStore, importing it on first use.  A loader that never streams

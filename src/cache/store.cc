@@ -21,7 +21,8 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& url, const StoreOp
   if (IsRemoteStoreUrl(url)) {
     if (!OpenRemoteStore)
       return Status::InvalidArgument("store URL '" + url + "': this program has no http(s):// or s3:// stores; link "
-                                     "stoker::stoker (CMake) or libstoker_remote.a, which has them");
+                                     "stoker::remote (CMake: find_package(stoker COMPONENTS remote)) or "
+                                     "libstoker_remote.a, which has them");
     return OpenRemoteStore(url, options);
   }
   std::string dir = url;

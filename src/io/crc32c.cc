@@ -10,9 +10,7 @@
 #if defined(__x86_64__)
 #include <nmmintrin.h>
 #endif
-#if defined(STOKER_HAVE_ISAL)
-#include <isa-l/crc.h>
-#endif
+#include <dlfcn.h>
 
 namespace stoker {
 
@@ -127,19 +125,31 @@ __attribute__((target("sse4.2,crc32"))) uint32_t HardwareExtend(uint32_t crc, co
 const bool kHaveSse42 = Cpu().sse42;
 #endif
 
+// ISA-L's crc32_iscsi (isa-l/crc.h), from the system's libisal.so.2 where
+// it is installed (Debian: libisal2; RHEL: isa-l), loaded at first use
+// rather than linked: the core needs no library beyond the C++ runtime, and
+// a program or wheel built anywhere uses ISA-L where the machine has it.
+using IsalCrc = unsigned int (*)(unsigned char* buffer, int len, unsigned int init_crc);
+
+IsalCrc Isal() {
+  static const IsalCrc fn = []() -> IsalCrc {
+    void* lib = dlopen("libisal.so.2", RTLD_NOW | RTLD_LOCAL);  // (kept open: the process's lifetime)
+    return lib ? reinterpret_cast<IsalCrc>(dlsym(lib, "crc32_iscsi")) : nullptr;
+  }();
+  return fn;
+}
+
 }  // namespace
 
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
-#if defined(STOKER_HAVE_ISAL)
+  const IsalCrc isal = Isal();
+  if (!isal) return Crc32cOwnExtend(crc, p, n);
   // crc32_iscsi keeps the register un-inverted and takes an int length.
   constexpr size_t kMax = size_t{1} << 30;
   uint32_t r = ~crc;
-  for (; n > kMax; n -= kMax, p += kMax) r = crc32_iscsi(const_cast<uint8_t*>(p), static_cast<int>(kMax), r);
-  return ~crc32_iscsi(const_cast<uint8_t*>(p), static_cast<int>(n), r);
-#else
-  return Crc32cOwnExtend(crc, p, n);
-#endif
+  for (; n > kMax; n -= kMax, p += kMax) r = isal(const_cast<uint8_t*>(p), static_cast<int>(kMax), r);
+  return ~isal(const_cast<uint8_t*>(p), static_cast<int>(n), r);
 }
 
 uint32_t Crc32cSoftwareExtend(uint32_t crc, const void* data, size_t n) {
@@ -181,9 +191,8 @@ uint32_t Crc32cCursor::Finish() {
 }
 
 bool Crc32cIsHardware() {
-#if defined(STOKER_HAVE_ISAL)
-  return true;  // (its own dispatch: a table only on CPUs without crc32 or pclmul)
-#elif defined(__x86_64__)
+  if (Isal()) return true;  // (its own dispatch: a table only on CPUs without crc32 or pclmul)
+#if defined(__x86_64__)
   return kHaveSse42;
 #else
   return false;
@@ -191,11 +200,8 @@ bool Crc32cIsHardware() {
 }
 
 const char* Crc32cImplementation() {
-#if defined(STOKER_HAVE_ISAL)
-  return "isa-l";
-#else
+  if (Isal()) return "isa-l";
   return Crc32cIsHardware() ? "sse4.2" : "table";
-#endif
 }
 
 }  // namespace stoker

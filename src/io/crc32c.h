@@ -1,9 +1,9 @@
 // CRC-32C (Castagnoli), the checksum of TFRecord files and of the streaming
-// cache's shards.  Built with ISA-L (Debian: libisal-dev), its crc32_iscsi:
-// carry-less multiplication folding 64 bytes a step with AVX-512 where the CPU
-// has it, well ahead of our own loop (docs/benchmarks.md).
-// Without ISA-L: the SSE4.2 crc32 instruction (three independent streams per
-// call) when the CPU has it, a table otherwise.
+// cache's shards.  Where the system has ISA-L (libisal.so.2, loaded at first
+// use; Debian: libisal2), its crc32_iscsi: carry-less multiplication folding
+// 64 bytes a step with AVX-512 where the CPU has it, well ahead of our own
+// loop (docs/benchmarks.md).  Without ISA-L: the SSE4.2 crc32 instruction
+// (three independent streams per call) when the CPU has it, a table otherwise.
 #ifndef STOKER_IO_CRC32C_H_
 #define STOKER_IO_CRC32C_H_
 

@@ -51,7 +51,8 @@ def examples(prefix, tmp_path_factory):
 def test_install_layout(prefix):
     for rel in ["include/stoker/loader.h", "include/stoker/batch.h", "include/stoker/native_dataset.h",
                 "include/stoker/status.h", "include/stoker/streaming.h", "include/stoker/store.h",
-                "include/stoker/shard_index.h", "include/stoker/tar_fields.h", "lib/libstoker.a", "lib/cmake/stoker/stokerConfig.cmake",
+                "include/stoker/shard_index.h", "include/stoker/tar_fields.h", "lib/libstoker.a",
+                "lib/libstoker_remote.a", "lib/libstoker_vision.a", "lib/cmake/stoker/stokerConfig.cmake",
                 "lib/cmake/stoker/stokerConfigVersion.cmake"]:
         assert os.path.exists(os.path.join(prefix, rel)), rel
     # The public headers include nothing outside include/stoker.
@@ -62,9 +63,81 @@ def test_install_layout(prefix):
                     assert line.startswith('#include "stoker/'), (h, line)
     # The exported targets name their dependencies, never this machine's paths
     # (the package's config finds them where it is installed).
-    targets = open(os.path.join(prefix, "lib", "cmake", "stoker", "stokerTargets.cmake")).read()
-    links = [line for line in targets.splitlines() if "INTERFACE_LINK_LIBRARIES" in line]
+    links = []
+    for part in ("Core", "Remote", "Vision", "All"):
+        targets = open(os.path.join(prefix, "lib", "cmake", "stoker", f"stoker{part}Targets.cmake")).read()
+        links += [line for line in targets.splitlines() if "INTERFACE_LINK_LIBRARIES" in line]
     assert links and not any("/" in line.split("INTERFACE_LINK_LIBRARIES", 1)[1] for line in links), links
+
+
+CORE_ONLY = """
+cmake_minimum_required(VERSION 3.20)
+project(core_only LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 20)
+@FIND@
+add_executable(app app.cc)
+target_link_libraries(app PRIVATE stoker::core)
+"""
+
+CORE_APP = """
+#include <cstdio>
+#include "stoker/store.h"
+int main() {
+  auto s = stoker::Store::Open("http://127.0.0.1:1/data");
+  std::printf("%s\\n", s.ok() ? "opened" : s.status().message().c_str());
+  return 0;
+}
+"""
+
+
+def consumer(tmp_path, prefix, components, *extra):
+    src = tmp_path / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    find = "find_package(stoker REQUIRED" + (f" COMPONENTS {components})" if components else ")")
+    (src / "CMakeLists.txt").write_text(CORE_ONLY.replace("@FIND@", find))
+    (src / "app.cc").write_text(CORE_APP)
+    return subprocess.run(["cmake", "-S", str(src), "-B", str(tmp_path / "b"), f"-DCMAKE_PREFIX_PATH={prefix}",
+                           "-DCMAKE_BUILD_TYPE=Release", *extra], capture_output=True, text=True, timeout=300)
+
+
+def test_a_core_program_links_nothing_beyond_the_cpp_runtime(prefix, tmp_path):
+    if shutil.which("cmake") is None or shutil.which("readelf") is None:
+        pytest.skip("no cmake or readelf")
+    r = consumer(tmp_path, prefix, "")
+    assert r.returncode == 0, r.stderr[-3000:]
+    run(["cmake", "--build", str(tmp_path / "b")], timeout=600)
+    app = str(tmp_path / "b" / "app")
+    needed = [line.split("[", 1)[1].rstrip("]") for line in run(["readelf", "-d", app]).stdout.splitlines()
+              if "(NEEDED)" in line]
+    runtime = ("libstdc++.so", "libm.so", "libgcc_s.so", "libc.so", "libdl.so", "libpthread.so", "ld-linux")
+    assert needed and all(n.startswith(runtime) for n in needed), needed
+    # A remote URL in a core-only program names the component to link.
+    assert "link stoker::remote (CMake: find_package(stoker COMPONENTS remote))" in run([app]).stdout
+
+
+def test_a_component_whose_libraries_are_missing_names_their_packages(prefix, tmp_path):
+    if shutil.which("cmake") is None:
+        pytest.skip("no cmake")
+    # libcurl's development files as if not installed.
+    r = consumer(tmp_path / "remote", prefix, "remote", "-DCMAKE_DISABLE_FIND_PACKAGE_CURL=ON")
+    assert r.returncode != 0
+    err = " ".join(r.stderr.split())
+    assert "stoker::remote" in err and "libcurl4-openssl-dev" in err and "libcurl-devel" in err, err
+    assert "without it stoker::core reads local files" in err, err
+    # No image codec library to be found (the system's library directories ignored).
+    libdirs = [f"{root}/{lib}" for root in ("/usr", "", "/usr/local") for lib in
+               ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu")]
+    r = consumer(tmp_path / "vision", prefix, "vision", "-DCMAKE_IGNORE_PATH=" + ";".join(libdirs))
+    assert r.returncode != 0
+    err = " ".join(r.stderr.split())
+    assert "stoker::vision" in err and "libturbojpeg0-dev" in err and "turbojpeg-devel" in err, err
+    assert "libturbojpeg was not found" in err, err
+    r = consumer(tmp_path / "nope", prefix, "nope")
+    assert r.returncode != 0 and "no component 'nope'" in " ".join(r.stderr.split()), r.stderr
+    # Without COMPONENTS, the core alone is found and the missing part named.
+    r = consumer(tmp_path / "plain", prefix, "", "-DCMAKE_DISABLE_FIND_PACKAGE_CURL=ON")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "stoker::stoker (everything) is not defined" in " ".join(r.stdout.split()), r.stdout
 
 
 def test_the_installed_python_package_carries_the_cpp_package(tmp_path):
