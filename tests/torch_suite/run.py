@@ -32,6 +32,14 @@ def fetch() -> str:
     dest = os.path.join(WORK, "test_dataloader.py")
     if os.path.exists(dest):
         return dest
+    # Kept per user too (a fresh clone on the same machine, as CI's, reads it
+    # there instead of fetching and unpacking the PyTorch source archive again).
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "stoker",
+                         f"torch-suite-{SHA256[:16]}", "test_dataloader.py")
+    if os.path.exists(cache):
+        os.makedirs(WORK, exist_ok=True)
+        shutil.copy(cache, dest)
+        return dest
     os.makedirs(WORK, exist_ok=True)
     archive = os.path.join(WORK, "pytorch-src.tar.xz")
     print(f"== fetching torch's test_dataloader.py from {SOURCE}", flush=True)
@@ -47,6 +55,12 @@ def fetch() -> str:
         f.write(data)
     os.replace(dest + ".tmp", dest)
     os.unlink(archive)
+    try:
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        shutil.copy(dest, cache + ".tmp")
+        os.replace(cache + ".tmp", cache)
+    except OSError:
+        pass  # (a read-only home: fetched again next time)
     return dest
 
 
