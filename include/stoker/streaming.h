@@ -51,8 +51,13 @@
 
 namespace stoker {
 
-// (kCached was called kGrowing, and was the default, before 0.2.)
-enum class StreamingMode : uint8_t { kCached = 0, kFull = 1 };
+// (kCached was called kGrowing, and was the default, in earlier builds: the
+// old name still compiles, with a deprecation warning.)
+enum class StreamingMode : uint8_t {
+  kCached = 0,
+  kFull = 1,
+  kGrowing [[deprecated("StreamingMode::kGrowing is now kCached; the default is kFull")]] = kCached,
+};
 // Which shards the cache gives up first when it needs room.
 enum class EvictionOrder : uint8_t { kLeastRecentlyUsed = 0, kOldest = 1 };
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import operator
 import os
+import warnings
 from typing import Any, Iterable, Iterator, Mapping
 
 from stoker import _native as N
@@ -192,7 +193,6 @@ class StreamingDataset(NativeDataset):
                  stall_timeout_s: float = 30.0, storage_options: Mapping[str, str] | None = None,
                  durable: bool = False, transform=None):
         if mode == "growing":
-            import warnings
             warnings.warn("StreamingDataset: mode='growing' is now called mode='cached' (each epoch reads the shards "
                           "cached when it begins); the default, mode='full', reads the whole dataset every epoch",
                           DeprecationWarning, stacklevel=2)
@@ -332,7 +332,6 @@ class StreamingDataset(NativeDataset):
         if have >= len(remote):
             return
         self._left_out_warned = True
-        import warnings
         counts = [s[3] for s in remote]
         samples = "" if None in counts else f" ({len(self._native)} of {sum(counts)} samples)"
         warnings.warn(f"stoker: StreamingDataset {self._args[0]!r} in mode='cached' reads {have} of its "
@@ -449,8 +448,7 @@ class StreamingSampler(_SamplerBase):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise RuntimeError("a StreamingDataset of mode='cached' read by several ranks needs torch.distributed "
-                               "initialized: "
-                               "rank 0's snapshot of the cache is broadcast so that every rank reads the same "
+                               "initialized: rank 0's snapshot of the cache is broadcast so that every rank reads the same "
                                "samples (or use mode='full')")
         box = [None]
         if self.rank == 0:

@@ -17,7 +17,9 @@ bool IsRemoteStoreUrl(const std::string& url) {
 }
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& url, const StoreOptions& options) {
-  if (options.attempts < 1) return Status::InvalidArgument("the store's attempts option must be at least 1, got " + std::to_string(options.attempts));
+  if (options.attempts < 1)
+    return Status::InvalidArgument("the store's attempts option must be at least 1, got " +
+                                   std::to_string(options.attempts));
   if (IsRemoteStoreUrl(url)) {
     if (!OpenRemoteStore)
       return Status::InvalidArgument("store URL '" + url + "': this program has no http(s):// or s3:// stores; link "
