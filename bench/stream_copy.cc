@@ -14,7 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "collate/collate_copy.h"
+#include "core/copy.h"
 #include "core/cpu_features.h"
 
 static void sse2(void* dst, const void* src, size_t n) { stoker::StreamCopy(dst, src, n, stoker::StreamStores::kSse2); }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "stoker/loader.h"
+#include "stoker/store.h"
 #include "stoker/streaming.h"
 
 int main(int argc, char** argv) {
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: stream REMOTE CACHE_DIR MAX_BYTES [full|cached] [EPOCHS]\n");
     return 2;
   }
+  stoker::RegisterRemoteStores();  // http(s):// and s3:// (stoker::remote, stoker/store.h)
   stoker::StreamingOptions so;
   so.remote = argv[1];
   so.local = argv[2];

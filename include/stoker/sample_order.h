@@ -1,5 +1,5 @@
 // stoker::SampleOrder: what an epoch's sample order depends on, and the one
-// place that turns it into indices (src/loader/sample_order.cc).
+// place that turns it into indices (src/order/sample_order.cc).
 //
 // An epoch's order is built in two steps, the same for every dataset:
 //   1. the global order: every rank's indices for the epoch, a function of

@@ -10,6 +10,10 @@
 //                                          request signed (AWS SigV4, by
 //                                          libcurl), credentials found as
 //                                          the AWS SDKs find them (S3Options)
+// http(s):// and s3:// are the remote component's (stoker::remote, libcurl):
+// a C++ program that links it calls stoker::RegisterRemoteStores() once
+// (store/remote_store.h; the Python package does it for you), and any other
+// scheme can be given a store of the program's own with Store::RegisterScheme.
 // A Store is used by one thread at a time (give each fetcher its own).
 #ifndef STOKER_STORE_H_
 #define STOKER_STORE_H_
@@ -67,9 +71,18 @@ struct StoreOptions {
   S3Options s3;                   // s3:// only
 };
 
+class Store;
+// Opens a store for a URL of a registered scheme (Store::RegisterScheme).
+using StoreOpener = Result<std::unique_ptr<Store>> (*)(const std::string& url, const StoreOptions& options);
+
 class Store {
  public:
+  // The store `url` names: a directory (a path or file://), or a URL of a
+  // registered scheme.
   static Result<std::unique_ptr<Store>> Open(const std::string& url, const StoreOptions& options = {});
+  // From now on Store::Open opens URLs "scheme://..." with `opener` (the
+  // last registration of a scheme wins).  Thread-safe.
+  static void RegisterScheme(const std::string& scheme, StoreOpener opener);
   virtual ~Store() = default;
   const std::string& url() const { return url_; }
   // The URL (or path) of object `name`.
@@ -126,6 +139,12 @@ class Store {
   std::string url_;
   uint64_t requests_ = 0, retries_ = 0, bytes_ = 0, bytes_in_place_ = 0;
 };
+
+// Defined in the remote component (stoker::remote, libstoker_remote.a):
+// registers its stores for http://, https:// and s3:// with
+// Store::RegisterScheme.  A C++ program calls it once before opening such a
+// URL (a program that does not link the component fails to link, saying so).
+void RegisterRemoteStores();
 
 }  // namespace stoker
 

@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "stoker/eviction_order.h"
 #include "stoker/native_dataset.h"
 #include "stoker/shard_index.h"
 #include "stoker/status.h"
@@ -58,8 +59,6 @@ enum class StreamingMode : uint8_t {
   kFull = 1,
   kGrowing [[deprecated("StreamingMode::kGrowing is now kCached; the default is kFull")]] = kCached,
 };
-// Which shards the cache gives up first when it needs room.
-enum class EvictionOrder : uint8_t { kLeastRecentlyUsed = 0, kOldest = 1 };
 
 struct StreamingOptions {
   std::string remote;                   // the store: a directory, file://..., http(s)://...

@@ -1,4 +1,4 @@
-// Binds loader/index_order.h, torch_randperm.h and feistel_order.h: an
+// Binds order/index_order.h, torch_randperm.h and feistel_order.h: an
 // epoch's order as Python holds it (EpochOrder), and the orders made
 // natively (torch's randperm, a Feistel permutation, a rank's part).
 // Registration only.
@@ -9,9 +9,9 @@
 
 #include "glue/errors.h"
 #include "glue/py_pump.h"
-#include "loader/feistel_order.h"
-#include "loader/index_order.h"
-#include "loader/torch_randperm.h"
+#include "order/feistel_order.h"
+#include "order/index_order.h"
+#include "order/torch_randperm.h"
 
 namespace py = pybind11;
 

@@ -4,6 +4,7 @@
 
 #include "glue/py_decode.h"
 #include "glue/registry.h"
+#include "glue/remote_stores.h"
 
 namespace py = pybind11;
 
@@ -24,6 +25,7 @@ PYBIND11_MODULE(_stoker, m) {
   m.doc() = "stoker's native engine (see python/stoker for the public API)";
   stoker::glue::InternNames();
   if (!stoker::glue::InitHostBufferType(m.ptr())) throw py::error_already_set();
+  stoker::glue::RegisterRemoteStoreSchemes();
   m.def("register", [](const char* name, py::handle obj) {
     if (!stoker::glue::RegisterObject(name, obj.ptr())) throw py::error_already_set();
   }, "Registers a Python object the native code needs (see stoker/_native.py).");

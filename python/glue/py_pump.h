@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "loader/epoch_source.h"
-#include "loader/torch_randperm.h"
+#include "order/torch_randperm.h"
 #include "loader/scheduler.h"
 
 namespace stoker::glue {

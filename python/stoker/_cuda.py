@@ -1,5 +1,6 @@
-"""The CUDA runtime's entry points that pin_memory needs, from the libcudart
-torch has loaded, as plain addresses for the engine (src/loader/cuda_host.h).
+"""pin_memory: the CUDA runtime's entry points it needs, from the libcudart
+torch has loaded, as plain addresses for the engine (src/loader/cuda_host.h),
+and the fence the iterator records before each batch.
 
 stoker links no CUDA: the same build works on machines with and without a
 GPU and with any CUDA version torch was built with."""
@@ -41,3 +42,30 @@ def runtime_api() -> tuple[dict | None, str]:
         except AttributeError:
             continue
     return None, "no loaded library exports the CUDA runtime (looked in: " + ", ".join(candidates or ["none"]) + ")"
+
+
+def fence(it):
+    """pin_memory, before each batch of `it` (a _StokerIter): a CUDA event on
+    the loop's current stream.  A batch the loop dropped before this point
+    had its copies to the GPU queued before it, so its slot is reused once
+    the event is done (src/loader/cuda_host.h)."""
+    import torch
+    if not it._cuda_on:
+        api, where = runtime_api()
+        if api is None:
+            it._warn_once("pin", f"stoker: pin_memory=True but {where}; batches are not pinned")
+            it._pin_memory = False
+            return
+        it._engine.enable_cuda(api)
+        it._cuda_on = True
+    err = it._engine.record_fence(torch.cuda.current_stream().cuda_stream)
+    if err:
+        it._warn_once("fence", f"stoker: recording a CUDA event failed (CUDA error {err}); a dropped "
+                      "pinned batch may be reused before the GPU has copied it: call "
+                      "torch.cuda.synchronize() before dropping batches")
+
+
+def pin_failed(it):
+    """The engine could not pin a region of `it`'s pool: said once."""
+    it._warn_once("pin", f"stoker: cudaHostRegister of a slot's memory failed (CUDA error "
+                  f"{it._engine.pin_error}); batches in regions made from now on are not pinned")

@@ -2,12 +2,13 @@
 many) over the loader.  It starts and restarts the worker processes, drives
 the native scheduler (a Pump: the sampler's indices out, batches in, in
 order), turns worker deaths, errors and timeouts into torch's exceptions
-(with more said), and loads batches in this process when num_workers=0.
-Split from dataloader.py, which keeps the DataLoader class (torch's
-constructor and the resume and stats API).  Over 600 lines because it is one
-object whose parts share its state (the pump, the workers, the random-state
-board, the resume counters); what stands alone lives beside it (_worker.py,
-_rng_state.py, _reaper.py, _diagnose.py)."""
+(with more said), and has batches loaded in this process when
+num_workers=0.  Split from dataloader.py, which keeps the DataLoader class
+(torch's constructor and the resume and stats API).  Its seams live beside
+it, each a module: the resume state (_resume.py), the num_workers=0 path
+(_local.py), pin_memory's fences (_cuda.py), throughput and the progress
+line (_progress.py), the workers (_worker.py), their random state
+(_rng_state.py), their reaping (_reaper.py) and OOM diagnosis (_diagnose.py)."""
 from __future__ import annotations
 
 import collections
@@ -17,7 +18,6 @@ import multiprocessing as python_multiprocessing
 import os
 import pickle
 import threading
-import time
 import warnings
 import weakref
 from typing import TYPE_CHECKING, Optional
@@ -26,13 +26,13 @@ import torch
 import torch.utils.data
 from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
+from stoker import _cuda, _local, _reaper, _resume, _sampling
 from stoker import _native as N
-from stoker import _reaper, _sampling
 from stoker._diagnose import OomWatch
-from stoker._worker import (_COLLATE, _INDICES, _ITER_BATCH, _ITER_ITEM, ArenaHandle, WorkerConfig,
-                            _default_collate_py, prepare_batch, publish_prepared, shard_datapipe, worker_main)
-from stoker.errors import LoaderTimeout, WorkerCrashed, describe_exit, short_repr
-
+from stoker._progress import Throughput
+from stoker._resume import rng_restore, rng_snapshot
+from stoker._worker import ArenaHandle, WorkerConfig, shard_datapipe, worker_main
+from stoker.errors import LoaderTimeout, WorkerCrashed, describe_exit, short_repr, user_stacklevel
 
 if TYPE_CHECKING:
     from stoker.dataloader import DataLoader  # noqa: F811
@@ -143,7 +143,7 @@ class _StokerIter(_BaseDataLoaderIter):
         self._oom_watch = []
         self._restarts_left = loader.max_worker_restarts
         self.restarts = []  # one record per replaced worker
-        self._stats = _Throughput(self._engine)
+        self._stats = Throughput(self._engine)
         # Map-style worker processes record their random state as they go
         # (stoker._rng_state): replacements and resumed runs continue it.
         self._rng_board = None
@@ -275,10 +275,10 @@ class _StokerIter(_BaseDataLoaderIter):
         # back (an epoch left early) before anything reads or restores it.
         _sampling.settle_all(self._pending_generators, complete=False)
         if resume is not None:
-            _rng_restore(loader, resume["rng"])
+            rng_restore(loader, resume["rng"])
         # The order of this epoch is drawn now, not at the first batch, so the
         # random state saved with it is the one that drew it.
-        self._epoch_rng = _rng_snapshot(loader)
+        self._epoch_rng = rng_snapshot(loader)
         native_order = None if self._is_iterable else _native_order(loader, self._auto_collation,
                                                                      self._pending_generators)
         if native_order is None:
@@ -375,7 +375,7 @@ class _StokerIter(_BaseDataLoaderIter):
 
     def _next_data(self):
         if self._num_workers == 0:
-            return self._next_local()
+            return _local.next_local(self)
         if self._shutdown:
             raise StopIteration
         code, value = self._pump.next(self._timeout if self._timeout > 0 else -1.0)
@@ -466,46 +466,6 @@ class _StokerIter(_BaseDataLoaderIter):
                             f"(max_memory={self._max_memory} bytes) would run out; further batches are copied "
                             "out of shared memory. Drop references to old batches or raise max_memory.")
 
-    def _next_local(self):
-        """num_workers=0: fetch and collate in this process, into a slot."""
-        index = self._next_index()  # raises StopIteration at the end
-        while self._delivered_local in self._local_skip:  # delivered before a resume
-            self._local_skip.discard(self._delivered_local)
-            self._delivered_local += 1
-            index = self._next_index()
-        self._delivered_local += 1
-        if not hasattr(self, "_local_fetch"):
-            from stoker._worker import _Fetcher
-            cfg = WorkerConfig(arena=None, worker_id=0, num_workers=0, dataset=self._dataset,
-                               is_iterable=self._is_iterable, auto_collation=self._auto_collation,
-                               collate_fn=self._wcollate, convert=self._convert, drop_last=self._drop_last,
-                               base_seed=self._base_seed, worker_init_fn=None, numpy_mode=self._numpy,
-                               parent_pid=os.getpid(), skip_items=self._iter_skip[0] if self._iter_skip else 0)
-            self._local_cfg = cfg
-            self._local_fetch = _Fetcher(cfg)
-        if self._is_iterable:
-            kind, payload = (_ITER_BATCH, len(index)) if self._auto_collation else (_ITER_ITEM, None)
-        else:
-            kind, payload = _INDICES, index
-        data = self._local_fetch.fetch(kind, payload)
-        out = _LocalPort(self._engine, self._numpy)
-        prepared = prepare_batch(data, self._local_cfg)  # the user's collate_fn: its errors are its own
-        try:
-            publish_prepared(out, 0, prepared, self._local_cfg)
-        except MemoryError as e:
-            where = f"batch {self._num_yielded}" + ("" if self._is_iterable else f" (indices {short_repr(index, 120)})")
-            raise MemoryError(f"{e} (while loading {where})") from None
-        except (pickle.PicklingError, AttributeError) as e:
-            # A slot stores some objects as a pickle (a namedtuple's class, an
-            # object of no known kind).  In this process nothing has to cross:
-            # a class that cannot be pickled (defined in a function, or under
-            # another name) is handed over as it is, as torch does.
-            if isinstance(e, AttributeError) and "pickle" not in str(e):
-                raise
-            obj, mode = prepared
-            return _default_collate_py(obj, self._numpy) if mode == _COLLATE else obj
-        return out.result
-
     # ---- misc --------------------------------------------------------------
 
     def __next__(self):
@@ -521,14 +481,14 @@ class _StokerIter(_BaseDataLoaderIter):
     def _next_locked(self):
         t0 = self._stats.now()
         if self._pin_memory:
-            self._fence()
+            _cuda.fence(self)
         try:
             data = self._next_data()
         except StopIteration:
             self._close_progress()
             raise
         if self._cuda_on and self._engine.pin_error:
-            self._pin_failed()
+            _cuda.pin_failed(self)
         self._stats.batch(t0)
         if self._progress is not None:
             self._progress.update()
@@ -548,72 +508,13 @@ class _StokerIter(_BaseDataLoaderIter):
     def _warn_once(self, key, msg):
         if key not in self._warned:
             self._warned.add(key)
-            warnings.warn(msg, ResourceWarning, stacklevel=6)
-
-    def _fence(self):
-        """pin_memory: a CUDA event on the loop's current stream.  A batch the
-        loop dropped before this point had its copies to the GPU queued before
-        it, so its slot is reused once the event is done (src/loader/cuda_host.h)."""
-        if not self._cuda_on:
-            from stoker._cuda import runtime_api
-            api, where = runtime_api()
-            if api is None:
-                self._warn_once("pin", f"stoker: pin_memory=True but {where}; batches are not pinned")
-                self._pin_memory = False
-                return
-            self._engine.enable_cuda(api)
-            self._cuda_on = True
-        err = self._engine.record_fence(torch.cuda.current_stream().cuda_stream)
-        if err:
-            self._warn_once("fence", f"stoker: recording a CUDA event failed (CUDA error {err}); a dropped "
-                            "pinned batch may be reused before the GPU has copied it: call "
-                            "torch.cuda.synchronize() before dropping batches")
-
-    def _pin_failed(self):
-        self._warn_once("pin", f"stoker: cudaHostRegister of a slot's memory failed (CUDA error "
-                        f"{self._engine.pin_error}); batches in regions made from now on are not pinned")
+            warnings.warn(msg, ResourceWarning, stacklevel=user_stacklevel())
 
     def _shutdown_for_good(self) -> bool:
         return self._shutdown and not self._persistent_workers
 
     def resume_state(self) -> dict:
-        from stoker.dataloader import DataLoader  # (it imports this module)
-        rng = self._epoch_rng
-        loader = self._loader_ref()
-        if loader is not None and hasattr(loader.sampler, "_stoker_state"):
-            rng = dict(rng, stream=loader.sampler._stoker_state())  # a streaming dataset's epoch
-        state = {"version": DataLoader._STATE_VERSION, "epoch": getattr(self._loader_ref(), "_epoch", None),
-                 "rng": rng, "base_seed": int(self._base_seed), "num_workers": self._num_workers,
-                 "native_resets": int(getattr(self, "_native_resets", 0)),
-                 "iterable": self._is_iterable, "rank": self._rank, "world_size": self._world_size,
-                 "delivered_extra": []}
-        if self._is_iterable:
-            # Per worker: batches delivered (the resumed run's skip included);
-            # round robin goes on after the last one's worker.
-            if self._num_workers:
-                counts, last = self._pump.delivered_by_worker()
-            else:
-                counts, last = [self._delivered_local], 0
-            base = self._iter_base or [0] * len(counts)
-            counts = [int(c) + int(b) for c, b in zip(counts, base)]
-            state.update(delivered=sum(counts), per_worker=counts,
-                         next_worker=(last + 1) % max(1, self._num_workers) if last >= 0 else
-                         int(getattr(self, "_resume_next", 0)))
-        elif self._num_workers:
-            delivered, extra = self._pump.delivered()
-            state.update(delivered=int(delivered), delivered_extra=[int(b) for b in extra])
-            if self._rng_board is not None and self._in_order:
-                # Each worker's random state before its next batch: a resumed
-                # run's workers draw on from there (same num_workers).
-                from stoker.distributed import rank_and_world_size
-                gen, nw = self._pump.generation, self._num_workers
-                state["worker_rng_rank"] = rank_and_world_size()[0]
-                state["worker_rng"] = [
-                    self._rng_board.lookup(w, gen, _last_of_worker(w, nw, int(delivered))) for w in range(nw)]
-        else:
-            # Skips not reached yet are ids delivered out of order before a resume.
-            state.update(delivered=self._delivered_local, delivered_extra=sorted(self._local_skip))
-        return state
+        return _resume.iterator_state(self)
 
     def stats(self, memory: bool = True) -> dict:
         st = self._engine.stats(memory)
@@ -639,54 +540,6 @@ class _StokerIter(_BaseDataLoaderIter):
 
 _AGAIN = object()  # _outcome: a worker was replaced; wait again
 _BATCH = int(N.PumpCode.BATCH)  # (compared on every batch: a plain int)
-
-
-def _last_of_worker(wid: int, nw: int, delivered: int) -> Optional[int]:
-    """The last batch below `delivered` that worker `wid` loads (batch k
-    goes to worker k mod nw), or None."""
-    return wid + nw * ((delivered - 1 - wid) // nw) if delivered > wid else None
-
-
-class _LocalPort:
-    """The WorkerPort interface for in-process loading: publish() collates into
-    a slot of the local engine and decodes the result right away."""
-
-    def __init__(self, engine, numpy_mode):
-        self._engine = engine
-        self.result = None
-
-    def publish(self, _slot, obj, mode, numpy_mode):
-        out = self._engine.fill_local(obj, mode, numpy_mode)
-        if out is None:
-            return N.PublishOutcome.FALLBACK
-        self.result = out
-        return N.PublishOutcome.PUBLISHED
-
-
-class _Throughput:
-    """Batches/s, bytes/s and the training loop's stall time (the time spent
-    in __next__ waiting for a batch), per epoch."""
-
-    def __init__(self, engine):
-        self.now = time.perf_counter
-        self._engine = engine
-        self.reset()
-
-    def reset(self):
-        self.start = self.now()
-        self.batches = 0
-        self.stall = 0.0
-        self.bytes0 = self._engine.stats(False)["delivered_bytes"]
-
-    def batch(self, t0):
-        self.batches += 1
-        self.stall += self.now() - t0
-
-    def snapshot(self, delivered_bytes: int) -> dict:
-        elapsed = max(self.now() - self.start, 1e-9)
-        return {"batches": self.batches, "batches_per_s": self.batches / elapsed,
-                "bytes_per_s": (delivered_bytes - self.bytes0) / elapsed,
-                "stall_s": self.stall, "stall_fraction": min(1.0, self.stall / elapsed), "elapsed_s": elapsed}
 
 
 def _native_source(loader, is_iterable):
@@ -731,34 +584,3 @@ def _eager(it):
     except StopIteration:
         return iter(())
     return itertools.chain((first,), it)
-
-
-def _rng_snapshot(loader) -> dict:
-    """The random state an epoch's order comes from: the loader's generator
-    (or torch's global one), a sampler's own generator, and the epoch/seed of
-    samplers that derive their order from them (DistributedSampler)."""
-    snap = {"generator": (loader.generator if loader.generator is not None else torch.default_generator).get_state()}
-    samplers = [loader.sampler, getattr(loader.batch_sampler, "sampler", None)]
-    for i, sm in enumerate(samplers):
-        g = getattr(sm, "generator", None)
-        if isinstance(g, torch.Generator) and g is not loader.generator:
-            snap[f"sampler{i}_generator"] = g.get_state()
-        for attr in ("seed", "epoch"):
-            v = getattr(sm, attr, None)
-            if isinstance(v, int) and not isinstance(v, bool):
-                snap[f"sampler{i}_{attr}"] = v
-    return snap
-
-
-def _rng_restore(loader, snap: dict):
-    (loader.generator if loader.generator is not None else torch.default_generator).set_state(snap["generator"])
-    if snap.get("stream") is not None and hasattr(loader.sampler, "_stoker_load_state"):
-        loader.sampler._stoker_load_state(snap["stream"])  # the epoch's shards, to read the same ones
-    samplers = [loader.sampler, getattr(loader.batch_sampler, "sampler", None)]
-    for i, sm in enumerate(samplers):
-        g = getattr(sm, "generator", None)
-        if f"sampler{i}_generator" in snap and isinstance(g, torch.Generator):
-            g.set_state(snap[f"sampler{i}_generator"])
-        for attr in ("seed", "epoch"):
-            if f"sampler{i}_{attr}" in snap and sm is not None:
-                setattr(sm, attr, snap[f"sampler{i}_{attr}"])

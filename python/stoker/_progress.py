@@ -1,4 +1,5 @@
-"""progress=True: a live line with throughput, stall and memory.
+"""progress=True: a live line with throughput, stall and memory; and the
+iterator's throughput figures (Throughput) that stats() and the line show.
 
 Uses tqdm where it is installed (a bar with the numbers as its postfix);
 otherwise rewrites one line on stderr.  Numbers are refreshed at most every
@@ -83,3 +84,29 @@ class Progress:
             sys.stderr.write("\n")
             sys.stderr.flush()
         self._count = 0
+
+
+class Throughput:
+    """Batches/s, bytes/s and the training loop's stall time (the time spent
+    in __next__ waiting for a batch), per epoch."""
+
+    def __init__(self, engine):
+        self.now = time.perf_counter
+        self._engine = engine
+        self.reset()
+
+    def reset(self):
+        self.start = self.now()
+        self.batches = 0
+        self.stall = 0.0
+        self.bytes0 = self._engine.stats(False)["delivered_bytes"]
+
+    def batch(self, t0):
+        self.batches += 1
+        self.stall += self.now() - t0
+
+    def snapshot(self, delivered_bytes: int) -> dict:
+        elapsed = max(self.now() - self.start, 1e-9)
+        return {"batches": self.batches, "batches_per_s": self.batches / elapsed,
+                "bytes_per_s": (delivered_bytes - self.bytes0) / elapsed,
+                "stall_s": self.stall, "stall_fraction": min(1.0, self.stall / elapsed), "elapsed_s": elapsed}

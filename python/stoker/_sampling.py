@@ -5,9 +5,9 @@ as its indices are drawn:
 - torch's RandomSampler (shuffle=True; with or without a generator, without
   replacement) and DistributedSampler (and stoker's ShardedSampler): exactly
   the indices torch draws, from torch's own generator state
-  (loader/torch_randperm.h reproduces torch.randperm bit for bit);
+  (order/torch_randperm.h reproduces torch.randperm bit for bit);
 - stoker.sampling.ScalableShuffleSampler (a keyed permutation with no storage,
-  loader/feistel_order.h) and a StreamingDataset's StreamingSampler: any
+  order/feistel_order.h) and a StreamingDataset's StreamingSampler: any
   sampler with a `_stoker_native_order()` method makes its own.
 
 native_epoch(sampler) begins the sampler's epoch as iterating it would (the

@@ -27,7 +27,9 @@ class StreamView:
     KEEP_OPEN = 8
 
     def __init__(self, spec: dict):
-        from stoker.cache import ShardCache, Store
+        from stoker._native import lib
+        from stoker._store import Store
+        ShardCache = lib.ShardCache
         self.spec = spec
         if spec["mode"] != "full":
             raise ValueError(

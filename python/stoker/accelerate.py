@@ -22,13 +22,11 @@ naming this module (`DataLoader._warn_if_rebuilt`).
 from __future__ import annotations
 
 import contextlib
-import threading
 
-_local = threading.local()
+from stoker.dataloader import DataLoader, accelerate_preparing
 
 
 def _stoker_loaders(objects):
-    from stoker.dataloader import DataLoader
     return [o for o in objects if isinstance(o, DataLoader)]
 
 
@@ -50,19 +48,19 @@ def _building_from(sources):
             return torch_loader(dataset, *args, **kwargs)
         return type(src)(dataset, *args, **kwargs, **src._stoker_options())
 
-    previous = getattr(_local, "sources", None)
-    _local.sources = {id(src) for src in sources}
+    previous = getattr(accelerate_preparing, "ids", None)
+    accelerate_preparing.ids = {id(src) for src in sources}
     adl.DataLoader = build
     try:
         yield
     finally:
         adl.DataLoader = torch_loader
-        _local.sources = previous
+        accelerate_preparing.ids = previous
 
 
 def preparing(loader) -> bool:
     """True while stoker.accelerate prepares `loader` (no warning then)."""
-    return id(loader) in (getattr(_local, "sources", None) or ())
+    return id(loader) in (getattr(accelerate_preparing, "ids", None) or ())
 
 
 def prepare_data_loader(accelerator, loader, **kwargs):

@@ -19,7 +19,8 @@ import torch.utils.data
 from torch.utils.data import IterableDataset
 
 from stoker import _native as N
-from stoker._loader_iter import _rng_snapshot, _StokerIter
+from stoker._loader_iter import _StokerIter
+from stoker._resume import STATE_VERSION, rng_snapshot
 from stoker.errors import user_stacklevel
 
 #: Default byte budget of the slot pool (documented in README.md), lowered
@@ -33,6 +34,10 @@ def default_max_memory() -> int:
 
 
 _T_co = TypeVar("_T_co", covariant=True)
+
+#: The loaders stoker.accelerate is preparing in this thread (their ids):
+#: accelerate reading them then is not a silent rebuild (no warning).
+accelerate_preparing = threading.local()
 
 
 class DataLoader(torch.utils.data.DataLoader[_T_co]):
@@ -166,8 +171,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
     def pin_memory_device(self) -> str:
         caller = sys._getframe(1).f_globals.get("__name__", "")
         if caller.startswith("accelerate.") and not getattr(self, "_rebuild_warned", False):
-            from stoker import accelerate as integration
-            if not integration.preparing(self):
+            if id(self) not in (getattr(accelerate_preparing, "ids", None) or ()):
                 self._rebuild_warned = True
                 warnings.warn(
                     "stoker: accelerate is rebuilding this stoker.DataLoader on torch's DataLoader "
@@ -205,7 +209,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
 
     # ---- resume -------------------------------------------------------------
 
-    _STATE_VERSION = 1
+    _STATE_VERSION = STATE_VERSION
 
     def state_dict(self) -> dict:
         """Where this loader is: small (no data), enough for a new loader (even
@@ -217,7 +221,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         # Before (or between) epochs: nothing delivered; the order is the one
         # the random state now would give.
         return {"version": self._STATE_VERSION, "epoch": getattr(self, "_epoch", None),
-                "delivered": 0, "delivered_extra": [], "rng": _rng_snapshot(self), "base_seed": None,
+                "delivered": 0, "delivered_extra": [], "rng": rng_snapshot(self), "base_seed": None,
                 "num_workers": self.num_workers, "iterable": isinstance(self.dataset, IterableDataset),
                 "rank": self.rank, "world_size": self.world_size}
 

@@ -4,7 +4,7 @@ ScalableShuffleSampler: a shuffle for any number of samples (10^9 and more:
 LLM token windows, web-scale image sets) in memory that does not grow with
 it.  Each epoch's order is a keyed pseudo-random permutation of [0, n) with
 random access (a Feistel network with cycle-walking, keyed by (seed, epoch):
-src/loader/feistel_order.h), so nothing is drawn or stored up front, the
+src/order/feistel_order.h), so nothing is drawn or stored up front, the
 first batch is immediate, ranks take their parts by position, and an epoch is
 resumed from (seed, epoch, position) alone.  Its order is not torch's: with
 the same seed, torch's RandomSampler and this one visit the samples in

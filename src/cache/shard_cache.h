@@ -39,7 +39,7 @@
 #include "core/unique_fd.h"
 #include "stoker/shard_index.h"
 #include "stoker/store.h"
-#include "stoker/streaming.h"  // EvictionOrder
+#include "stoker/eviction_order.h"
 
 namespace stoker {
 

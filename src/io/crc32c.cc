@@ -1,6 +1,6 @@
 #include "io/crc32c.h"
 
-#include "collate/collate_copy.h"
+#include "core/copy.h"
 #include "core/cpu_features.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #include "io/example_decoder.h"
 
-#include "collate/collate_copy.h"
+#include "core/copy.h"
 #include "io/example_fields.h"
 #include "io/half.h"
 #include "io/proto_wire.h"

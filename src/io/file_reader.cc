@@ -1,6 +1,6 @@
 #include "io/file_reader.h"
 
-#include "collate/collate_copy.h"
+#include "core/copy.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -47,7 +47,7 @@ class FileReader {
   // failure or end of file.
   Status ReadAt(uint64_t offset, void* dst, uint64_t n) const;
   // ReadAt for bytes going into a batch: from a mapping (or memory) with
-  // CollateCopy (collate/collate_copy.h), not a plain memcpy.
+  // CollateCopy (core/copy.h), not a plain memcpy.
   Status ReadOut(uint64_t offset, void* dst, uint64_t n) const { return Read(offset, dst, n, true); }
   // kMmap only: the mapped bytes [offset, offset+n), or nullptr (another
   // mode, or out of range).

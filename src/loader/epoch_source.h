@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/index_order.h"
+#include "order/index_order.h"
 #include "loader/scheduler.h"
 
 namespace stoker {

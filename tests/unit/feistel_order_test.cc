@@ -1,7 +1,7 @@
-// loader/feistel_order: a bijection of [0, n) for every n, keyed by (seed,
+// order/feistel_order: a bijection of [0, n) for every n, keyed by (seed,
 // epoch), random access equal to reading, and shuffled like a random
 // permutation by the usual measures.
-#include "loader/feistel_order.h"
+#include "order/feistel_order.h"
 
 #include <gtest/gtest.h>
 

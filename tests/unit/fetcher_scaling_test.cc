@@ -1,6 +1,6 @@
-// cache/fetcher_scaling: how many connections a StreamingDataset runs when
+// streaming/fetcher_scaling: how many connections a StreamingDataset runs when
 // the number is left to it.
-#include "cache/fetcher_scaling.h"
+#include "streaming/fetcher_scaling.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// cache/file_sink: buffered appends land at the right offsets, with the
+// store/file_sink: buffered appends land at the right offsets, with the
 // CRC-32C of everything written.
-#include "cache/file_sink.h"
+#include "store/file_sink.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-// cache/file_store: a directory as a store, ranged reads with their
+// store/file_store: a directory as a store, ranged reads with their
 // CRC-32C, resumable downloads.
-#include "cache/file_store.h"
+#include "store/file_store.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

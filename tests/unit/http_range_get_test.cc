@@ -1,8 +1,8 @@
-// cache/http_range_get over a real nginx: a range received in place, in
+// store/http_range_get over a real nginx: a range received in place, in
 // pieces, on one kept-alive connection; answers it does not handle (an
 // error status, a redirect) are left to libcurl; a refused connection is
 // worth another try.
-#include "cache/http_range_get.h"
+#include "store/http_range_get.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// cache/http_store over a real nginx: sizes, ranged reads with their
+// store/http_store over a real nginx: sizes, ranged reads with their
 // CRC-32C, downloads, redirects, and errors that name the URL.
-#include "cache/http_store.h"
+#include "store/http_store.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-// loader/index_order: a vector's order, and a rank's part padded or cut as
+// order/index_order: a vector's order, and a rank's part padded or cut as
 // torch's DistributedSampler makes it.
-#include "loader/index_order.h"
+#include "order/index_order.h"
 
 #include <gtest/gtest.h>
 

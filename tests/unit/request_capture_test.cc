@@ -1,8 +1,8 @@
-// cache/request_capture: the request libcurl writes for a signed range GET,
+// store/request_capture: the request libcurl writes for a signed range GET,
 // taken as written, without a byte reaching the URL's server.  That a server
 // that checks signatures accepts it is tested against SeaweedFS
 // (tests/python/test_s3.py).
-#include "cache/request_capture.h"
+#include "store/request_capture.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>

@@ -1,6 +1,6 @@
-// cache/s3_config: the explicit options, then the environment, then the
+// store/s3_config: the explicit options, then the environment, then the
 // shared credentials and config files, as the AWS SDKs look.
-#include "cache/s3_config.h"
+#include "store/s3_config.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// cache/s3_store: s3:// URLs, addressing (path-style on an endpoint,
+// store/s3_store: s3:// URLs, addressing (path-style on an endpoint,
 // virtual-hosted on AWS) and the encoding SigV4 signs.  Requests against a
 // real S3 server (SeaweedFS) are tested in tests/python/test_s3.py.
-#include "cache/s3_store.h"
+#include "store/s3_store.h"
 
 #include <gtest/gtest.h>
 

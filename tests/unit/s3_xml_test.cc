@@ -1,5 +1,5 @@
-// cache/s3_xml: S3's error answers and ListObjectsV2 pages.
-#include "cache/s3_xml.h"
+// store/s3_xml: S3's error answers and ListObjectsV2 pages.
+#include "store/s3_xml.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// stoker/sample_order.h (src/loader/sample_order.cc): the global order of an
+// stoker/sample_order.h (src/order/sample_order.cc): the global order of an
 // epoch and each rank's part of it.
 #include "stoker/sample_order.h"
 

@@ -1,5 +1,5 @@
-// HostIsThisMachine and UrlHost (cache/server_host.h).
-#include "cache/server_host.h"
+// HostIsThisMachine and UrlHost (store/server_host.h).
+#include "store/server_host.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

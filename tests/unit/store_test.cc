@@ -1,4 +1,4 @@
-// cache/store: which URLs open which store, and why one does not open.
+// store/store: which URLs open which store, and why one does not open.
 #include "stoker/store.h"
 
 #include <gtest/gtest.h>
@@ -33,6 +33,29 @@ TEST(Store, UrlsOpenTheirStoreOrSayWhyNot) {
   auto size = s->Size("absent.bin");
   EXPECT_FALSE(size.ok());
   EXPECT_NE(size.status().message().find(dir + "/absent.bin"), std::string::npos) << size.status().ToString();
+  std::filesystem::remove_all(dir);
+}
+
+// A scheme of the program's own: Store::Open hands its URLs to the opener
+// registered for it; an unknown scheme's error names those it knows.
+TEST(Store, RegisteredSchemesOpenTheirUrls) {
+  const std::string dir = TempPath("store_scheme");
+  std::filesystem::create_directories(dir);
+  static std::string* root = new std::string;
+  *root = dir;
+  auto unknown = Store::Open("mine://bucket/x");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("no store for mine://"), std::string::npos) << unknown.status().ToString();
+  EXPECT_NE(unknown.status().message().find("http://"), std::string::npos)  // (registered by register_stores.cc)
+      << unknown.status().ToString();
+  Store::RegisterScheme("mine", [](const std::string& url, const StoreOptions& o) {
+    return Store::Open(*root + "/" + url.substr(std::string("mine://").size()), o);
+  });
+  std::filesystem::create_directories(dir + "/bucket");
+  WriteFile(dir + "/bucket/a.bin", "abc");
+  auto s = Store::Open("mine://bucket");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s.value()->Size("a.bin").value(), 3u);
   std::filesystem::remove_all(dir);
 }
 

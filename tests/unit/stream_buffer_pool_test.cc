@@ -1,6 +1,6 @@
-// cache/stream_buffer_pool: full mode's memory for shards the cache has no
+// streaming/stream_buffer_pool: full mode's memory for shards the cache has no
 // room for.
-#include "cache/stream_buffer_pool.h"
+#include "streaming/stream_buffer_pool.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

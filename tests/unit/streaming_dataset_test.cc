@@ -1,4 +1,4 @@
-// cache/streaming_dataset: epochs over a store, in both modes.
+// streaming/streaming_dataset: epochs over a store, in both modes.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>

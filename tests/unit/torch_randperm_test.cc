@@ -1,7 +1,7 @@
-// loader/torch_randperm: the generator is std::mt19937's, the order is a
+// order/torch_randperm: the generator is std::mt19937's, the order is a
 // permutation drawn as it is read, the generator's state after it is
 // torch's.  (Equality with torch.randperm itself: tests/python/test_sampling.py.)
-#include "loader/torch_randperm.h"
+#include "order/torch_randperm.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,173 @@
+// TorchRandperm (torch_randperm.h).
+#include "order/torch_randperm.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace stoker {
+
+TorchMT19937 TorchMT19937::Seeded(uint64_t seed) {
+  TorchMT19937 g;
+  g.state[0] = static_cast<uint32_t>(seed & 0xffffffffu);
+  for (int j = 1; j < kN; ++j) g.state[j] = 1812433253u * (g.state[j - 1] ^ (g.state[j - 1] >> 30)) + static_cast<uint32_t>(j);
+  g.left = 1;
+  g.next = 0;
+  return g;
+}
+
+void TorchMT19937::Twist() {
+  auto twist = [](uint32_t u, uint32_t v) {
+    const uint32_t mixed = (u & 0x80000000u) | (v & 0x7fffffffu);
+    return (mixed >> 1) ^ ((v & 1u) ? 0x9908b0dfu : 0u);
+  };
+  left = kN;
+  next = 0;
+  int k = 0;
+  for (; k < kN - kM; ++k) state[k] = state[k + kM] ^ twist(state[k], state[k + 1]);
+  for (; k < kN - 1; ++k) state[k] = state[k + kM - kN] ^ twist(state[k], state[k + 1]);
+  state[kN - 1] = state[kM - 1] ^ twist(state[kN - 1], state[0]);
+}
+
+TorchRandperm::TorchRandperm(uint64_t n, uint64_t count, const TorchMT19937& gen, int extra_perms)
+    : n_(n), count_(std::min(count, n)), extra_(extra_perms), gen_(gen) {
+  bytes_ = std::max<size_t>(4096, n_ * sizeof(uint32_t));
+  void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p != MAP_FAILED) {
+    words_ = static_cast<uint32_t*>(p);
+    // No transparent huge pages: the draw touches the whole array at random
+    // from its first steps, and faulting in (and compacting memory for)
+    // every 2 MiB page at once held up the first batches for about a second
+    // on this project's VM; 4 KiB faults spread over the draw cost a few
+    // hundred ms in all at 10^8 (docs/benchmarks.md).
+    if (bytes_ >= (size_t{8} << 20)) madvise(p, bytes_, MADV_NOHUGEPAGE);
+  }
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "stoker-randperm");
+    Run();
+  });
+}
+
+TorchRandperm::~TorchRandperm() {
+  Stop();
+  if (words_) munmap(words_, bytes_);
+}
+
+void TorchRandperm::Stop() {
+  if (getpid() != owner_) {  // a forked copy: the drawing thread does not exist here
+    if (thread_.joinable()) thread_.detach();
+    return;
+  }
+  stop_ = true;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    cv_.notify_all();  // (a drawer waiting in Pace)
+  }
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> g(mu_);
+  finished_ = true;
+  cv_.notify_all();
+}
+
+void TorchRandperm::Publish(uint64_t done) {
+  // (seq_cst with the waiter's pair: one of the two sees the other)
+  done_.store(done, std::memory_order_seq_cst);
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard<std::mutex> g(mu_);
+    cv_.notify_all();
+  }
+}
+
+void TorchRandperm::Pace(uint64_t done) {
+  if (all_wanted_.load(std::memory_order_acquire) || done < wanted_.load(std::memory_order_seq_cst) + kAhead) return;
+  std::unique_lock<std::mutex> l(mu_);
+  pacing_.store(true, std::memory_order_seq_cst);
+  cv_.wait(l, [&] {
+    return stop_.load() || all_wanted_.load() || done < wanted_.load(std::memory_order_seq_cst) + kAhead;
+  });
+  pacing_.store(false);
+}
+
+void TorchRandperm::Run() {
+  if (!words_) {  // (no memory: Read says so; final_state must not wait)
+    std::lock_guard<std::mutex> g(mu_);
+    finished_ = true;
+    cv_.notify_all();
+    return;
+  }
+  constexpr uint64_t kPublishEvery = 1024;
+  if (n_ < kTorchRandpermLargeN) {
+    // Forward Fisher-Yates: position i is final after step i.
+    for (uint64_t i = 0; i + 1 < n_; ++i) {
+      const uint64_t z = gen_() % (n_ - i);
+      const uint32_t a = At(i), b = At(i + z);
+      Set(i, b);
+      Set(i + z, a);
+      if ((i & (kPublishEvery - 1)) == 0) {
+        if (stop_.load(std::memory_order_relaxed)) return;
+        Publish(i + 1);
+        Pace(i + 1);
+      }
+    }
+  } else {
+    // Inside-out: nothing is final before the end.
+    for (uint64_t i = 0; i < n_; ++i) {
+      const uint64_t z = gen_.Random64() % (i + 1);
+      Set(i, At(z));
+      Set(z, i);
+      if ((i & 0xfffff) == 0 && stop_.load(std::memory_order_relaxed)) return;
+    }
+  }
+  Publish(n_);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    after_order_ = gen_;
+  }
+  for (int e = 0; e < extra_ && !stop_.load(); ++e) {  // drawn, thrown away
+    if (n_ < kTorchRandpermLargeN) {
+      for (uint64_t i = 0; i + 1 < n_; ++i) (void)gen_();
+    } else {
+      for (uint64_t i = 0; i < n_; ++i) (void)gen_.Random64();
+    }
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  finished_ = true;
+  cv_.notify_all();
+}
+
+Status TorchRandperm::Read(uint64_t pos, uint64_t n, int64_t* out) {
+  if (pos + n > count_) return Status::InvalidArgument("order positions past its end");
+  if (!words_) return Status::ResourceExhausted("no memory for a permutation of " + std::to_string(n_) + " samples");
+  const uint64_t need = pos + n;
+  uint64_t w = wanted_.load();
+  while (need > w && !wanted_.compare_exchange_weak(w, need)) {
+  }
+  if (need > w && pacing_.load(std::memory_order_seq_cst)) {  // the drawer waits for reads to move on
+    std::lock_guard<std::mutex> g(mu_);
+    cv_.notify_all();
+  }
+  if (done_.load(std::memory_order_acquire) < need) {
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return done_.load(std::memory_order_seq_cst) >= need || finished_; });
+    waiters_.fetch_sub(1);
+    if (done_.load() < need) return Status::Cancelled("the permutation was stopped");
+  }
+  for (uint64_t k = 0; k < n; ++k) out[k] = At(pos + k);
+  return Status::OK();
+}
+
+TorchMT19937 TorchRandperm::final_state(bool with_extra) {
+  all_wanted_.store(true);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    cv_.notify_all();
+  }
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [&] { return finished_; });
+  return with_extra ? gen_ : after_order_;
+}
+
+}  // namespace stoker
