@@ -144,6 +144,16 @@ class StreamingDataset : public NativeDataset {
   // Reads the index, sweeps what dead processes left in the cache, starts
   // the fetchers; kCached waits for the first epoch's min_shards.
   static Result<std::shared_ptr<StreamingDataset>> Open(const StreamingOptions& options);
+  // The dataset read in a process other than the one that opened it (a
+  // worker process): the epoch of kFull (every shard of options.shards, in
+  // their order, each with its sample count), each shard fetched when a
+  // sample of it is read, through the cache directory the processes share
+  // (its file locks: one process downloads a shard, the others wait for it
+  // and read it; a shard being read is never evicted); the last 8 shards
+  // read stay open.  No fetcher threads.  kCached (an epoch only the opening
+  // process knows) and max_bytes 0 (no directory to share) are refused,
+  // saying what to do instead.
+  static Result<std::shared_ptr<NativeDataset>> OpenReader(const StreamingOptions& options);
   ~StreamingDataset() override;
 
   uint64_t size() const override;  // samples in the current epoch

@@ -270,6 +270,11 @@ void BindCache(py::module_& m) {
              Check(LoadRemoteStoresFor(o.remote));
              Result<std::shared_ptr<StreamingDataset>> r = [&] { py::gil_scoped_release nogil; return StreamingDataset::Open(o); }();
              return Check(std::move(r)); })
+      // A worker process's reader of a full-mode dataset (its shards in o.shards).
+      .def_static("open_reader", [](const StreamingOptions& o) {
+             Check(LoadRemoteStoresFor(o.remote));
+             Result<std::shared_ptr<NativeDataset>> r = [&] { py::gil_scoped_release nogil; return StreamingDataset::OpenReader(o); }();
+             return Check(std::move(r)); })
       .def("begin_epoch", [](StreamingDataset& d, uint64_t epoch) {
              Status st = [&] { py::gil_scoped_release nogil; return d.BeginEpoch(epoch); }();
              Check(st); })

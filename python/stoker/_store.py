@@ -1,7 +1,6 @@
 """stoker.cache.Store: one store by URL (a directory, http(s)://, s3://),
-with S3's options as boto3 names them.  Apart from stoker.cache so that
-what reads a stream in a worker process (stoker._stream_view) needs nothing
-of the dataset module above it."""
+with S3's options as boto3 names them, in a module of its own below
+stoker.cache."""
 from __future__ import annotations
 
 import os

@@ -100,6 +100,49 @@ def write_index(directory: str | os.PathLike, name: str = "index.txt", format: s
     return path
 
 
+def _streaming_options(remote, local, max_bytes, mode, *, features, fields, shards, index, eviction, fetchers,
+                       fetcher_cpus, prefetch, stream_buffers, shuffle_window, min_shards, fetch_seed, wait_timeout,
+                       on_error, attempts, backoff_s, max_backoff_s, connect_timeout_s, stall_timeout_s,
+                       storage_options, durable):
+    """StreamingDataset's arguments as the native StreamingOptions, checked:
+    the one place they are turned into options (the opening process's
+    dataset and a worker's reader both come from it)."""
+    _check_choice("mode", mode, ("full", "cached"))
+    _check_choice("eviction", eviction, ("oldest", "lru"))
+    _check_choice("on_error", on_error, ("raise", "skip"))
+    if features is not None and fields is not None:
+        raise ValueError("StreamingDataset: features= is for TFRecord shards, fields= for tar shards: give one")
+    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
+        raise ValueError(f"StreamingDataset: max_bytes should be an int >= 0 (bytes), got {max_bytes!r}")
+    if max_bytes == 0 and mode != "full":
+        raise ValueError("StreamingDataset: max_bytes=0 (no cache) is for mode='full'; mode 'cached' reads "
+                         "what it cached, so it needs a budget > 0")
+    if fetchers is not None and (not isinstance(fetchers, int) or isinstance(fetchers, bool) or fetchers < 1):
+        raise ValueError(f"StreamingDataset: fetchers should be an int >= 1 or None (chosen), got {fetchers!r}")
+    for name, v in (("prefetch", prefetch), ("stream_buffers", stream_buffers),
+                    ("shuffle_window", shuffle_window), ("min_shards", min_shards)):
+        least = 0 if name in ("prefetch", "stream_buffers") else 1
+        if not isinstance(v, int) or isinstance(v, bool) or v < least:
+            raise ValueError(f"StreamingDataset: {name} should be an int >= {least}, got {v!r}")
+    o = N.lib.StreamingOptions()
+    o.remote, o.local, o.max_bytes, o.mode, o.eviction = remote, local, int(max_bytes), mode, eviction
+    if shards is not None:
+        o.shards = shards
+    o.index, o.on_error = index, on_error
+    o.format = "tfrecord" if features is not None else "tar"
+    o.features = _feature_specs(features, "StreamingDataset") if features is not None else []
+    o.tar_fields = _tar_decls(fields, "StreamingDataset")
+    o.fetchers, o.fetcher_cpus, o.prefetch, o.stream_buffers = fetchers or 0, _cpu_list("fetcher_cpus", fetcher_cpus), \
+        prefetch, stream_buffers
+    o.shuffle_window, o.min_shards, o.fetch_seed = shuffle_window, min_shards, int(fetch_seed)
+    o.wait_timeout_s = float(wait_timeout or 0)
+    o.attempts, o.backoff_s, o.max_backoff_s = int(attempts), float(backoff_s), float(max_backoff_s)
+    o.connect_timeout_s, o.stall_timeout_s = float(connect_timeout_s), float(stall_timeout_s)
+    o.storage_options = _storage_options(storage_options, "StreamingDataset")
+    o.durable = bool(durable)
+    return o
+
+
 class StreamingDataset(NativeDataset):
     """StreamingDataset(remote, local, max_bytes, mode="full", *,
     features=None, fields=None, shards=None, index="index.txt",
@@ -168,58 +211,26 @@ class StreamingDataset(NativeDataset):
                           "cached when it begins); the default, mode='full', reads the whole dataset every epoch",
                           DeprecationWarning, stacklevel=2)
             mode = "cached"
-        _check_choice("mode", mode, ("full", "cached"))
-        _check_choice("eviction", eviction, ("oldest", "lru"))
-        _check_choice("on_error", on_error, ("raise", "skip"))
-        if features is not None and fields is not None:
-            raise ValueError("StreamingDataset: features= is for TFRecord shards, fields= for tar shards: give one")
-        if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
-            raise ValueError(f"StreamingDataset: max_bytes should be an int >= 0 (bytes), got {max_bytes!r}")
-        if max_bytes == 0 and mode != "full":
-            raise ValueError("StreamingDataset: max_bytes=0 (no cache) is for mode='full'; mode 'cached' reads "
-                             "what it cached, so it needs a budget > 0")
-        if fetchers is not None and (not isinstance(fetchers, int) or isinstance(fetchers, bool) or fetchers < 1):
-            raise ValueError(f"StreamingDataset: fetchers should be an int >= 1 or None (chosen), got {fetchers!r}")
-        for name, v in (("prefetch", prefetch), ("stream_buffers", stream_buffers),
-                        ("shuffle_window", shuffle_window), ("min_shards", min_shards)):
-            least = 0 if name in ("prefetch", "stream_buffers") else 1
-            if not isinstance(v, int) or isinstance(v, bool) or v < least:
-                raise ValueError(f"StreamingDataset: {name} should be an int >= {least}, got {v!r}")
-        cpus = _cpu_list("fetcher_cpus", fetcher_cpus)
-        fmt = "tfrecord" if features is not None else "tar"
-        feats = _feature_specs(features, "StreamingDataset") if features is not None else []
-        decls = _tar_decls(fields, "StreamingDataset")
-        shard_rows = None if shards is None else [tuple(s) for s in shards]
-        self._args = (os.fspath(remote), os.fspath(local), max_bytes, mode)
-        o = N.lib.StreamingOptions()
-        o.remote, o.local, o.max_bytes, o.mode, o.eviction = os.fspath(remote), os.fspath(local), int(max_bytes), mode, eviction
-        if shard_rows is not None:
-            o.shards = shard_rows
-        o.index, o.format, o.features, o.tar_fields, o.on_error = index, fmt, feats, decls, on_error
-        o.fetchers, o.fetcher_cpus, o.prefetch, o.stream_buffers = fetchers or 0, cpus, prefetch, stream_buffers
-        o.shuffle_window, o.min_shards, o.fetch_seed = shuffle_window, min_shards, int(fetch_seed)
-        o.wait_timeout_s = float(wait_timeout or 0)
-        o.attempts, o.backoff_s, o.max_backoff_s = int(attempts), float(backoff_s), float(max_backoff_s)
-        o.connect_timeout_s, o.stall_timeout_s = float(connect_timeout_s), float(stall_timeout_s)
-        s3 = _storage_options(storage_options, "StreamingDataset")
-        o.storage_options = s3
-        o.durable = bool(durable)
         if transform is not None and not callable(transform):
             raise TypeError(f"StreamingDataset: transform should be callable, got {type(transform).__name__}")
-        self._native = N.lib.StreamingDataset.open(o)
+        # The options as given: what a worker process opens its reader from
+        # (pickled for a spawned one), through the one builder below.
+        self._kwargs = dict(
+            remote=os.fspath(remote), local=os.fspath(local), max_bytes=max_bytes, mode=mode, features=features,
+            fields=fields, shards=None if shards is None else [tuple(s) for s in shards], index=index,
+            eviction=eviction, fetchers=fetchers, fetcher_cpus=fetcher_cpus, prefetch=prefetch,
+            stream_buffers=stream_buffers, shuffle_window=shuffle_window, min_shards=min_shards,
+            fetch_seed=fetch_seed, wait_timeout=wait_timeout, on_error=on_error, attempts=attempts,
+            backoff_s=backoff_s, max_backoff_s=max_backoff_s, connect_timeout_s=connect_timeout_s,
+            stall_timeout_s=stall_timeout_s, storage_options=storage_options, durable=durable)
+        if fetcher_cpus is not None:
+            self._kwargs["fetcher_cpus"] = _cpu_list("fetcher_cpus", fetcher_cpus)
+        self._args = (self._kwargs["remote"], self._kwargs["local"], max_bytes, mode)
+        self._native = N.lib.StreamingDataset.open(_streaming_options(**self._kwargs))
         self._transform = transform
         self._pid = os.getpid()
         self._view = None
-        # What a worker process needs to read it (stoker._stream_view).
-        self._spec = {
-            "remote": os.fspath(remote), "local": os.fspath(local), "max_bytes": int(max_bytes), "mode": mode,
-            "format": fmt, "features": dict(features) if features is not None else None,
-            "fields": dict(fields) if fields is not None else None, "on_error": on_error,
-            "storage_options": s3,
-            "durable": bool(durable),
-            "store": {"attempts": int(attempts), "backoff_s": float(backoff_s), "max_backoff_s": float(max_backoff_s),
-                      "connect_timeout_s": float(connect_timeout_s), "stall_timeout_s": float(stall_timeout_s)},
-        }
+        self._shards = None
 
     # ---- reading, here or in a worker process ----------------------------
 
@@ -227,18 +238,27 @@ class StreamingDataset(NativeDataset):
         """This is the process that opened it (its fetcher threads run here)."""
         return self._native is not None and os.getpid() == self._pid
 
-    def _view_spec(self) -> dict:
-        """_spec with the shard list a view reads by: the native object's
-        (an immutable list, readable in a forked child too), or the one an
-        unpickled view came with."""
-        if "shards" in self._spec or self._spec["mode"] != "full":
-            return self._spec
-        return dict(self._spec, shards=list(self._native.remote_shards))
+    def _reader_shards(self) -> list:
+        """The shards a worker's reader reads: the opened dataset's (an
+        immutable list, readable in a forked child too), or the ones an
+        unpickled copy came with."""
+        if self._shards is None and self._native is not None and self._kwargs["mode"] == "full":
+            return list(self._native.remote_shards)
+        return self._shards or []
+
+    def _open_reader(self):
+        """The C++ reader of this dataset for a process that did not open it
+        (StreamingDataset::OpenReader): it refuses mode='cached' and
+        max_bytes=0, saying what to do instead."""
+        o = _streaming_options(**self._kwargs)
+        o.shards = self._reader_shards()
+        return N.lib.StreamingDataset.open_reader(o)
 
     def _reader(self):
-        from stoker._stream_view import StreamView
-        if self._view is None or self._view.pid != os.getpid():
-            self._view = StreamView(self._view_spec())
+        if self._view is None or self._view_pid != os.getpid():
+            view = NativeDataset.__new__(NativeDataset)
+            view._native = self._open_reader()
+            self._view, self._view_pid = view, os.getpid()
         return self._view
 
     def __len__(self) -> int:
@@ -251,7 +271,7 @@ class StreamingDataset(NativeDataset):
     def set_epoch(self, epoch: int) -> None:
         if self._owner():
             super().set_epoch(epoch)
-        # (a worker's view: every epoch of a full dataset has the same samples)
+        # (a worker's reader: every epoch of a full dataset has the same samples)
 
     def _only_here(self, what: str):
         if not self._owner():
@@ -260,15 +280,15 @@ class StreamingDataset(NativeDataset):
 
     def __repr__(self):
         if not self._owner():
-            return f"stoker.cache.StreamingDataset({self._spec['remote']!r}, a worker's view)"
+            return f"stoker.cache.StreamingDataset({self._kwargs['remote']!r}, a worker's reader)"
         return f"stoker.cache.StreamingDataset({self._native.describe()}, {len(self)} samples this epoch)"
 
     def __reduce__(self):
-        # Pickled for a spawned worker process: it reads through a view.
-        if self._spec["mode"] != "full" or self._spec["max_bytes"] == 0:
-            from stoker._stream_view import StreamView
-            StreamView(self._spec)  # raises what to do instead
-        return (_rebuild_view, (self._view_spec(), self._transform))
+        # Pickled for a spawned worker process: it reads through a reader of
+        # its own, opened from the same options.
+        if self._kwargs["mode"] != "full" or self._kwargs["max_bytes"] == 0:
+            self._open_reader()  # raises what to do instead
+        return (_rebuild_reader, (self._kwargs, self._reader_shards(), self._transform))
 
     @property
     def mode(self) -> str:
@@ -327,11 +347,12 @@ class StreamingDataset(NativeDataset):
         return StreamingSampler(self, shuffle, seed, rank, world_size, pad)
 
 
-def _rebuild_view(spec, transform):
-    """A StreamingDataset unpickled in a spawned worker: reads through a view."""
+def _rebuild_reader(kwargs, shards, transform):
+    """A StreamingDataset unpickled in a spawned worker: reads through a reader."""
     ds = StreamingDataset.__new__(StreamingDataset)
     ds._native, ds._pid, ds._view = None, None, None
-    ds._spec, ds._transform = spec, transform
+    ds._kwargs, ds._shards, ds._transform = kwargs, shards, transform
+    ds._args = (kwargs["remote"], kwargs["local"], kwargs["max_bytes"], kwargs["mode"])
     return ds
 
 

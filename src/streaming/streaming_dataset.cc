@@ -11,6 +11,7 @@
 #include <numeric>
 #include <optional>
 
+#include "streaming/shard_open.h"
 #include "streaming/streaming_impl.h"
 #include "core/cpu_affinity.h"
 #include "core/host_memory.h"
@@ -75,12 +76,7 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     m.tar_decls = o.tar_fields;
     // Declared fields make the specs here; otherwise (none declared, or an
     // .npy field) the first shard gives them, and the open waits for it.
-    std::vector<FieldSpec> specs(m.tar_decls.size());
-    bool declared = !m.tar_decls.empty();
-    for (size_t f = 0; declared && f < m.tar_decls.size(); ++f) {
-      STOKER_ASSIGN_OR_RETURN(declared, DeclaredFieldSpec(m.tar_decls[f], what, &specs[f]));
-    }
-    if (declared) m.fields = std::move(specs);
+    STOKER_ASSIGN_OR_RETURN(m.fields, DeclaredTarFields(m.tar_decls, what));
   }
   m.open_store = [&m]() { return m.o.open_store ? m.o.open_store() : Store::Open(m.o.remote, m.o.store); };
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, m.open_store());

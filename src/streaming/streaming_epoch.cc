@@ -9,69 +9,38 @@
 #include <map>
 #include <numeric>
 
-#include "streaming/streaming_impl.h"
 #include "io/tar_shard_dataset.h"
 #include "io/tfrecord_dataset.h"
+#include "streaming/shard_open.h"
+#include "streaming/streaming_impl.h"
 
 namespace stoker {
 
 using namespace stream;  // (shard_epoch.h: Slot, Epoch and the slot states)
 
-namespace {
-
-bool SameFields(const std::vector<FieldSpec>& a, const std::vector<FieldSpec>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].name != b[i].name || a[i].dtype != b[i].dtype || a[i].shape != b[i].shape || a[i].variable != b[i].variable)
-      return false;
-  return true;
-}
-
-std::string FieldsString(const std::vector<FieldSpec>& f) {
-  std::string s;
-  for (const FieldSpec& x : f)
-    s += (s.empty() ? "" : ", ") + x.name + ": " + DTypeNameOf(x.dtype) + (x.variable ? " (variable)" : ShapeString(x.shape));
-  return "{" + s + "}";
-}
-
-}  // namespace
 
 // `verified`: the file was just downloaded and matched the index's CRC-32C,
 // so its records' own CRCs need no second check.
 // `memory`: a stream buffer (its record index is not kept on disk).
 Result<std::unique_ptr<NativeDataset>> StreamingDataset::Impl::OpenShard(uint32_t shard, FileReader file, bool verified, bool memory) {
-  std::unique_ptr<NativeDataset> d;
-  std::vector<FileReader> files;
-  files.push_back(std::move(file));
-  if (o.format == ShardFormat::kTFRecord) {
-    TFRecordOptions to;
-    to.index_dir = cache->index_dir();  // (swept by the cache as it evicts)
-    to.index_cache = !memory;
-    to.on_error = o.on_error;
-    to.verify_crc = !verified;
-    STOKER_ASSIGN_OR_RETURN(auto t, TFRecordDataset::OpenFiles(std::move(files), o.features, to));
-    d = std::move(t);
-  } else {
-    TarShardOptions to;
-    to.on_error = o.on_error;
-    STOKER_ASSIGN_OR_RETURN(auto t, TarShardDataset::OpenFiles(std::move(files), tar_decls, to));
+  std::vector<TarFieldDecl> decls, learned;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    decls = tar_decls;
+  }
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<NativeDataset> d,
+                          OpenShardFile(o, decls, std::move(file), cache->index_dir(), verified, memory, &learned));
+  if (o.format == ShardFormat::kTar) {
     std::lock_guard<std::mutex> g(mu);
     // The first shard opened says what the fields are: all of them when they
     // are inferred, their shapes and dtypes when only declared.
-    if (tar_decls.empty()) tar_decls = t->decls();
-    if (fields.empty()) fields = t->fields();
-    d = std::move(t);
+    if (tar_decls.empty()) tar_decls = learned;
+    if (fields.empty()) fields = d->fields();
   }
-  if (!SameFields(d->fields(), fields))
-    return Status::DataLoss("shard " + shards[shard].name + " has fields " + FieldsString(d->fields()) +
-                            ", the dataset's are " + FieldsString(fields));
+  STOKER_RETURN_IF_ERROR(CheckShard(*d, shards[shard], fields, o.on_error));
   for (uint64_t i = 0; i < d->skipped(); ++i) self->CountSkipped(Status::DataLoss(d->last_skipped()));
-  const uint64_t n = d->size(), want = shards[shard].samples;
-  if (shards[shard].has_samples && n != want && o.on_error == OnError::kRaise)
-    return Status::DataLoss("shard " + shards[shard].name + " has " + std::to_string(n) + " samples, the index says " +
-                            std::to_string(want) + " (the index is stale: write it again with `stoker index`)");
   std::lock_guard<std::mutex> g(mu);
-  known_count[shard] = static_cast<int64_t>(n);
+  known_count[shard] = static_cast<int64_t>(d->size());
   return d;
 }
 

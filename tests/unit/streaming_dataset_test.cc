@@ -81,6 +81,46 @@ std::vector<int64_t> Epoch(Loader& l) {
   return ys;
 }
 
+// A worker process's reader (StreamingDataset::OpenReader): every sample of
+// the full epoch from the shard that holds it, each shard fetched into the
+// shared cache directory on first use, with no fetcher threads; the modes
+// it cannot serve are refused with what to do instead.
+TEST(Streaming, AReaderReadsEverySampleThroughTheSharedCache) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("reader");
+  StreamingOptions o = Options(dir, StreamingMode::kFull, 1 << 30);
+  std::ifstream in(dir + "/remote/index.txt");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto shards = ParseShardIndex(text, "index.txt");
+  ASSERT_TRUE(shards.ok()) << shards.status().ToString();
+  o.shards = shards.value();
+  auto r = StreamingDataset::OpenReader(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  NativeDataset& d = *r.value();
+  ASSERT_EQ(d.size(), uint64_t{kShards * kPerShard});
+  EXPECT_FALSE(fs::exists(dir + "/cache/shard-3.tfrecord"));  // nothing fetched ahead
+  std::vector<float> x(64);
+  int64_t y = -1;
+  for (uint64_t i : {61ul, 0ul, 159ul, 60ul}) {
+    uint8_t* dst[2] = {reinterpret_cast<uint8_t*>(x.data()), reinterpret_cast<uint8_t*>(&y)};
+    ASSERT_TRUE(d.Read(i, dst).ok());
+    EXPECT_EQ(y, static_cast<int64_t>(i));
+    EXPECT_EQ(x[63], static_cast<float>(i));
+  }
+  EXPECT_TRUE(fs::exists(dir + "/cache/shard-3.tfrecord"));  // sample 61's shard, through the cache
+  EXPECT_FALSE(fs::exists(dir + "/cache/shard-5.tfrecord"));
+  uint8_t* none[2] = {nullptr, nullptr};
+  EXPECT_NE(d.Read(kShards * kPerShard, none).message().find("out of range"), std::string::npos);
+  StreamingOptions cached = o;
+  cached.mode = StreamingMode::kCached;
+  EXPECT_NE(StreamingDataset::OpenReader(cached).status().message().find("open it with mode='full'"),
+            std::string::npos);
+  StreamingOptions no_room = o;
+  no_room.max_bytes = 0;
+  EXPECT_NE(StreamingDataset::OpenReader(no_room).status().message().find("max_bytes > 0"), std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST(Streaming, FullModeThroughTheCppLoaderEverySampleOnce) {
   testing::Watchdog wd(std::chrono::seconds(60));
   const std::string dir = MakeRemote("full");
