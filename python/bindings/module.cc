@@ -17,7 +17,9 @@ void BindScheduler(pybind11::module_& m);
 void BindShared(pybind11::module_& m);
 void BindProc(pybind11::module_& m);
 void BindIo(pybind11::module_& m);
+void BindStore(pybind11::module_& m);
 void BindCache(pybind11::module_& m);
+void BindStreaming(pybind11::module_& m);
 void BindVision(pybind11::module_& m);
 }  // namespace stoker::glue
 
@@ -37,6 +39,8 @@ PYBIND11_MODULE(_stoker, m) {
   stoker::glue::BindShared(m);
   stoker::glue::BindProc(m);
   stoker::glue::BindIo(m);
+  stoker::glue::BindStore(m);
   stoker::glue::BindCache(m);
+  stoker::glue::BindStreaming(m);
   stoker::glue::BindVision(m);
 }
