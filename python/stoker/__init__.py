@@ -31,11 +31,11 @@ def get_worker_info():
 
 #: Submodules that `import stoker` makes reachable as attributes
 #: (stoker.shared.Array, stoker.io.TFRecordDataset, ...), imported on first use.
-_SUBMODULES = ("shared", "io", "cache", "distributed", "errors", "accelerate", "vision")
+_SUBMODULES = ("shared", "io", "streaming", "cache", "distributed", "errors", "accelerate", "vision")
 
 TORCH_MISSING = ("stoker.DataLoader is built on torch.utils.data.DataLoader and needs PyTorch, also with "
                  "output='numpy': install it with `pip install torch` (or `pip install torch==<version>` to pin "
-                 "the build you train with).  Without torch, stoker.io, stoker.cache and stoker.shared work as "
+                 "the build you train with).  Without torch, stoker.io, stoker.streaming and stoker.shared work as "
                  "they are: iterate a stoker.io dataset or call ds[i] for numpy arrays.")
 
 

@@ -1,6 +1,6 @@
-"""stoker.cache.Store: one store by URL (a directory, http(s)://, s3://),
+"""stoker.streaming.Store: one store by URL (a directory, http(s)://, s3://),
 with S3's options as boto3 names them, in a module of its own below
-stoker.cache."""
+stoker.streaming."""
 from __future__ import annotations
 
 import os

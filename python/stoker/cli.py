@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", help="raw files: element type of a record (e.g. float32)")
     p.add_argument("--shape", type=lambda s: tuple(int(x) for x in s.split(",")),
                    help="raw files: shape of a record, e.g. 1024,1024")
-    x = sub.add_parser("index", help="write the index of a directory of shards for stoker.cache.StreamingDataset")
+    x = sub.add_parser("index", help="write the index of a directory of shards for stoker.streaming.StreamingDataset")
     x.add_argument("dir", help="directory of .tfrecord / .tar shards")
     x.add_argument("--name", default="index.txt", help="index file name (default index.txt)")
     x.add_argument("--format", choices=("tfrecord", "tar"), help="only shards of this format")
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
             print(f"stoker pack: {e}", file=sys.stderr)
             return 1
     elif args.command == "index":
-        from stoker.cache import write_index
+        from stoker.streaming import write_index
         try:
             path = write_index(args.dir, args.name, args.format)
         except (ValueError, OSError) as e:

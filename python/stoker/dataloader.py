@@ -94,7 +94,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             raise ValueError("timeout option should be non-negative")
         from stoker.distributed import rank_and_world_size
         self.rank, self.world_size = rank_and_world_size() if distributed else (0, 1)
-        from stoker.cache import streaming_source
+        from stoker.streaming import streaming_source
         stream = streaming_source(dataset)
         from stoker.sampling import ScalableShuffleSampler
         if shuffle == "scalable":

@@ -21,7 +21,7 @@ generator as torchvision's do.
     Compose, Resize, CenterCrop, RandomCrop, RandomResizedCrop,
     RandomHorizontalFlip, ToDtype, Normalize
     ImageFolder(root, transform=...)            torchvision's folder layout
-    ImageDataset(dataset, image="jpg", ...)     images in a stoker.io / stoker.cache dataset
+    ImageDataset(dataset, image="jpg", ...)     images in a stoker.io / stoker.streaming dataset
 """
 from __future__ import annotations
 
@@ -417,7 +417,7 @@ def _make_dataset(root: str, class_to_idx: dict, is_valid_file, allow_empty: boo
 class ImageDataset(_ImageBase):
     """ImageDataset(dataset, image="jpg", transform=None, *,
     max_image_pixels=MAX_IMAGE_PIXELS, on_error="raise"): the encoded images
-    in field `image` of a stoker.io or stoker.cache dataset (WebDataset tar
+    in field `image` of a stoker.io or stoker.streaming dataset (WebDataset tar
     shards' .jpg/.png members, a StreamingDataset's records), decoded and
     transformed.  Items are dicts of the dataset's fields with the image a
     CHW tensor; batches dicts of batched fields.  Declare the image field
@@ -427,7 +427,7 @@ class ImageDataset(_ImageBase):
     def __init__(self, dataset, image: str = "jpg", transform=None, *, max_image_pixels: int = MAX_IMAGE_PIXELS,
                  on_error: str = "raise"):
         if not isinstance(dataset, _io.NativeDataset):
-            raise TypeError(f"ImageDataset reads a stoker.io or stoker.cache dataset, got {type(dataset).__name__}")
+            raise TypeError(f"ImageDataset reads a stoker.io or stoker.streaming dataset, got {type(dataset).__name__}")
         self.dataset, self.image, self.transform = dataset, image, transform
         self._args = (dataset, image, transform)
         self._kw = dict(max_image_pixels=max_image_pixels, on_error=on_error)

@@ -1,8 +1,8 @@
-// The epoch of a StreamingDataset: its shards (one Slot each), where each
+// The epoch of a StreamingDataset: its shards (one ShardSlot each), where each
 // one's samples sit in the epoch's index space, and the order this rank
 // reads them in.
 //
-// A Slot goes
+// A ShardSlot goes
 //   kWaiting -> kFetching -> kPinned -> kOpen -> kReleased
 // (a growing epoch's slots start at kPinned: their shards are cached), or to
 // kFailed with the fetch's error.  kOpen is the readers' fast path (no
@@ -27,9 +27,9 @@
 
 namespace stoker::stream {
 
-enum SlotState : int { kWaiting, kFetching, kPinned, kOpen, kReleased, kFailed };
+enum ShardState : int { kWaiting, kFetching, kPinned, kOpen, kReleased, kFailed };
 
-struct Slot {
+struct ShardSlot {
   uint32_t shard = 0;  // in the remote list
   uint64_t first = 0, count = 0;
   std::atomic<int> state{kWaiting};
@@ -45,7 +45,7 @@ struct Slot {
 
 struct Epoch {
   uint64_t number = 0;
-  std::vector<std::unique_ptr<Slot>> slots;  // by position (index order of their shards)
+  std::vector<std::unique_ptr<ShardSlot>> slots;  // by position (index order of their shards)
   std::vector<uint64_t> firsts{0};           // prefix sums of counts
   std::vector<uint32_t> seq;                 // positions in the order this rank reads them
   std::vector<uint32_t> seq_of;              // position -> place in seq
@@ -58,7 +58,7 @@ struct Epoch {
     return static_cast<uint32_t>(std::upper_bound(firsts.begin(), firsts.end(), index) - firsts.begin()) - 1;
   }
   // The slot at `place` in this rank's reading order.
-  Slot& AtPlace(uint64_t place) const { return *slots[seq.empty() ? place : seq[place]]; }
+  ShardSlot& AtPlace(uint64_t place) const { return *slots[seq.empty() ? place : seq[place]]; }
   uint32_t PlaceOf(uint32_t position) const { return seq_of.empty() ? position : seq_of[position]; }
   uint32_t places() const { return static_cast<uint32_t>(seq.empty() ? slots.size() : seq.size()); }
 };

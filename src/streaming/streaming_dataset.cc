@@ -21,7 +21,7 @@
 
 namespace stoker {
 
-using namespace stream;  // (shard_epoch.h: Slot, Epoch and the slot states)
+using namespace stream;  // (shard_epoch.h: ShardSlot, Epoch and the slot states)
 
 std::string StreamingDataset::Impl::Describe() const {
   return std::string(o.mode == StreamingMode::kFull ? "streaming (full)" : "streaming (cached)") + " dataset " +
@@ -208,7 +208,7 @@ StreamingMode StreamingDataset::mode() const { return impl_->o.mode; }
 
 Status StreamingDataset::Read(uint64_t index, uint8_t* const* dst) {
   std::shared_ptr<Epoch> ep = impl_->cur.load();
-  STOKER_ASSIGN_OR_RETURN(Slot* s, impl_->Ready(ep, index));
+  STOKER_ASSIGN_OR_RETURN(ShardSlot* s, impl_->Ready(ep, index));
   const uint64_t local = index - s->first;
   Status st = local < s->data->size()
                   ? s->data->Read(local, dst)
@@ -221,7 +221,7 @@ Status StreamingDataset::Read(uint64_t index, uint8_t* const* dst) {
 
 Status StreamingDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
   std::shared_ptr<Epoch> ep = impl_->cur.load();
-  STOKER_ASSIGN_OR_RETURN(Slot* s, impl_->Ready(ep, index));
+  STOKER_ASSIGN_OR_RETURN(ShardSlot* s, impl_->Ready(ep, index));
   const uint64_t local = index - s->first;
   if (local >= s->data->size()) return Read(index, nullptr);  // the same error (and bookkeeping)
   return s->data->SampleBytes(local, bytes);

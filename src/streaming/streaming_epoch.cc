@@ -16,7 +16,7 @@
 
 namespace stoker {
 
-using namespace stream;  // (shard_epoch.h: Slot, Epoch and the slot states)
+using namespace stream;  // (shard_epoch.h: ShardSlot, Epoch and the slot states)
 
 
 // `verified`: the file was just downloaded and matched the index's CRC-32C,
@@ -44,7 +44,7 @@ Result<std::unique_ptr<NativeDataset>> StreamingDataset::Impl::OpenShard(uint32_
   return d;
 }
 
-Status StreamingDataset::Impl::EnsureOpen(Slot& s) {
+Status StreamingDataset::Impl::EnsureOpen(ShardSlot& s) {
   std::lock_guard<std::mutex> g(s.open_mu);
   if (s.state.load() == kOpen) return Status::OK();
   Result<std::unique_ptr<NativeDataset>> d = Status::OK();
@@ -79,7 +79,7 @@ Status StreamingDataset::Impl::EnsureOpen(Slot& s) {
 
 // Under mu: closes and unpins a slot the epoch is done with (or keeps its
 // shard open for the next epoch).
-void StreamingDataset::Impl::ReleaseLocked(Slot& s) {
+void StreamingDataset::Impl::ReleaseLocked(ShardSlot& s) {
   const int st = s.state.load();
   if (st != kOpen && st != kPinned) return;
   ShardCache::MarkUsed(s.pin);
@@ -97,7 +97,7 @@ void StreamingDataset::Impl::ReleaseLocked(Slot& s) {
   cv.notify_all();
 }
 
-bool StreamingDataset::Impl::TakeKeptOpenLocked(Slot& s) {
+bool StreamingDataset::Impl::TakeKeptOpenLocked(ShardSlot& s) {
   auto k = kept_open.find(s.shard);
   if (k == kept_open.end()) return false;
   s.pin = std::move(k->second.pin);
@@ -108,7 +108,7 @@ bool StreamingDataset::Impl::TakeKeptOpenLocked(Slot& s) {
   return true;
 }
 
-Result<StreamingDataset::Impl::Slot*> StreamingDataset::Impl::Ready(const std::shared_ptr<Epoch>& ep, uint64_t index) {
+Result<StreamingDataset::Impl::ShardSlot*> StreamingDataset::Impl::Ready(const std::shared_ptr<Epoch>& ep, uint64_t index) {
   if (getpid() != owner)
     return Status::InvalidArgument(Describe() + " is read in the process that opened it (by stoker's reader "
                                    "threads): this is a forked child; use stoker.DataLoader without a Python "
@@ -118,7 +118,7 @@ Result<StreamingDataset::Impl::Slot*> StreamingDataset::Impl::Ready(const std::s
                                    " (epoch " + std::to_string(ep->number) + " has " +
                                    std::to_string(ep->samples()) + " samples)");
   const uint32_t pos = ep->PositionOf(index);
-  Slot& s = *ep->slots[pos];
+  ShardSlot& s = *ep->slots[pos];
   ep->reads_started = true;
   if (!ep->seq_of.empty() && ep->seq_of[pos] != UINT32_MAX) {
     const int64_t place = ep->seq_of[pos];
@@ -155,7 +155,7 @@ Result<StreamingDataset::Impl::Slot*> StreamingDataset::Impl::Ready(const std::s
   }
 }
 
-void StreamingDataset::Impl::DoneReading(Slot& s) {
+void StreamingDataset::Impl::DoneReading(ShardSlot& s) {
   if (s.remaining.fetch_sub(1) == 1) {
     std::lock_guard<std::mutex> g(mu);
     ReleaseLocked(s);
@@ -164,7 +164,7 @@ void StreamingDataset::Impl::DoneReading(Slot& s) {
 
 // A slot pinned (downloaded first if need be) and opened, outside the
 // readers' path (Open learning a tar dataset's fields).
-Status StreamingDataset::Impl::OpenNow(Slot& s) {
+Status StreamingDataset::Impl::OpenNow(ShardSlot& s) {
   std::unique_lock<std::mutex> l(mu);
   while (s.state.load() < kPinned) {
     if (stop) return Status::Cancelled(Describe() + " is closed");
@@ -209,7 +209,7 @@ Status StreamingDataset::Impl::CheckDescriptorsFor(size_t to_pin, size_t epoch_s
 // protection from eviction goes on; what a reader opened stays open in the
 // old slot, and a read of it not opened yet pins it again: EnsureOpen),
 // unless a reader is opening it right now.
-bool StreamingDataset::Impl::TakePin(Slot& old, Slot& into) {
+bool StreamingDataset::Impl::TakePin(ShardSlot& old, ShardSlot& into) {
   std::unique_lock<std::mutex> g(old.open_mu, std::try_to_lock);
   if (!g.owns_lock() || !old.pin.valid()) return false;
   into.pin = std::move(old.pin);
@@ -273,7 +273,7 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
   // new epoch begun before the last one let go of its shards would hold
   // every shard open twice).
   std::shared_ptr<Epoch> last = cur.load();  // (keeps the slots `held` points into)
-  std::map<uint32_t, Slot*> held;
+  std::map<uint32_t, ShardSlot*> held;
   if (o.mode == StreamingMode::kCached) {
     if (last)
       for (auto& s : last->slots) held[s->shard] = s.get();
@@ -283,7 +283,7 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
   }
   bool missing = false;
   for (uint32_t sh : members) {
-    auto slot = std::make_unique<Slot>();
+    auto slot = std::make_unique<ShardSlot>();
     slot->shard = sh;
     if (o.mode == StreamingMode::kFull) TakeKeptOpenLocked(*slot);
     if (o.mode == StreamingMode::kCached) {

@@ -16,7 +16,7 @@
 
 namespace stoker {
 
-using namespace stream;  // (shard_epoch.h: Slot, Epoch and the slot states)
+using namespace stream;  // (shard_epoch.h: ShardSlot, Epoch and the slot states)
 
 namespace {
 
@@ -34,10 +34,10 @@ bool StreamingDataset::Impl::NextJob(Job* job) {
   std::shared_ptr<Epoch> ep = cur.load();
   if (ep) {
     // Shards a reader (or BeginEpoch) waits for, earliest in the order first.
-    Slot* best = nullptr;
+    ShardSlot* best = nullptr;
     uint32_t best_place = UINT32_MAX;
     for (size_t p = 0; p < ep->slots.size(); ++p) {
-      Slot& s = *ep->slots[p];
+      ShardSlot& s = *ep->slots[p];
       if (!s.demanded || s.state.load() != kWaiting) continue;
       const uint32_t place = ep->PlaceOf(static_cast<uint32_t>(p));
       if (!best || place < best_place) best = &s, best_place = place;
@@ -60,7 +60,7 @@ bool StreamingDataset::Impl::NextJob(Job* job) {
       if (!FirstWindowInLocked(*ep, places))
         last = std::min<int64_t>(last, static_cast<int64_t>(o.shuffle_window) - 1);
       for (int64_t k = f - f % o.shuffle_window; k <= last && k < places; ++k) {
-        Slot& s = *ep->slots[ep->seq.empty() ? k : ep->seq[k]];
+        ShardSlot& s = *ep->slots[ep->seq.empty() ? k : ep->seq[k]];
         if (s.state.load() == kWaiting) {
           *job = Job{ep, &s, s.shard, true, k};
           return true;
@@ -297,7 +297,7 @@ StreamBuffer* StreamingDataset::Impl::AcquireBufferLocked(const std::shared_ptr<
     const int64_t f = std::max<int64_t>(0, ep->frontier.load());
     const int64_t from = f - f % o.shuffle_window;
     for (size_t p = 0; p < ep->slots.size(); ++p) {
-      const Slot& s = *ep->slots[p];
+      const ShardSlot& s = *ep->slots[p];
       held += s.mem && s.touched;
       const int64_t at = ep->PlaceOf(static_cast<uint32_t>(p));
       const int st = s.state.load();
@@ -323,10 +323,10 @@ StreamBuffer* StreamingDataset::Impl::TakeBackBufferLocked(const Epoch* of, int6
   std::shared_ptr<Epoch> ep = cur.load();
   if (!ep) return nullptr;
   const int64_t for_place = ep.get() == of ? place : -1;
-  Slot* best = nullptr;
+  ShardSlot* best = nullptr;
   uint32_t best_place = 0;
   for (size_t p = 0; p < ep->slots.size(); ++p) {
-    Slot& s = *ep->slots[p];
+    ShardSlot& s = *ep->slots[p];
     if (!s.mem || s.touched || s.demanded || s.state.load() != kPinned) continue;
     const uint32_t at = ep->PlaceOf(static_cast<uint32_t>(p));
     if (!best || at > best_place) best = &s, best_place = at;

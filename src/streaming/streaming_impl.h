@@ -38,7 +38,7 @@
 namespace stoker {
 
 struct StreamingDataset::Impl {
-  using Slot = stream::Slot;
+  using ShardSlot = stream::ShardSlot;
   using Epoch = stream::Epoch;
 
   StreamingOptions o;
@@ -115,7 +115,7 @@ struct StreamingDataset::Impl {
   // `memory`: a stream buffer (its record index is not kept on disk).
   Result<std::unique_ptr<NativeDataset>> OpenShard(uint32_t shard, FileReader file, bool verified, bool memory);
   // Opens a pinned slot (once); the readers' fast path starts here.
-  Status EnsureOpen(Slot& s);
+  Status EnsureOpen(ShardSlot& s);
   // Shards are kept open between epochs only where nothing of this dataset
   // ever evicts them: every shard fits the cache.  (Opening every shard
   // again each epoch, mapping and faulting in its pages, unmapping them,
@@ -123,19 +123,19 @@ struct StreamingDataset::Impl {
   bool KeepsShardsOpen() const { return o.mode == StreamingMode::kFull && o.max_bytes >= remote_bytes; }
   // Under mu: closes and unpins a slot the epoch is done with (or keeps its
   // shard open for the next epoch).
-  void ReleaseLocked(Slot& s);
+  void ReleaseLocked(ShardSlot& s);
   // Under mu: gives `s` its shard if an earlier epoch kept it open.
-  bool TakeKeptOpenLocked(Slot& s);
+  bool TakeKeptOpenLocked(ShardSlot& s);
   // The slot of `index` ready to read (opened), waiting for its download.
-  Result<Slot*> Ready(const std::shared_ptr<Epoch>& ep, uint64_t index);
-  void DoneReading(Slot& s);
+  Result<ShardSlot*> Ready(const std::shared_ptr<Epoch>& ep, uint64_t index);
+  void DoneReading(ShardSlot& s);
   // A slot pinned (downloaded first if need be) and opened, outside the
   // readers' path (Open learning a tar dataset's fields).
-  Status OpenNow(Slot& s);
+  Status OpenNow(ShardSlot& s);
 
   // ---- epochs (streaming_epoch.cc) ----
   Status CheckDescriptorsFor(size_t to_pin, size_t epoch_shards) const;
-  static bool TakePin(Slot& old, Slot& into);
+  static bool TakePin(ShardSlot& old, ShardSlot& into);
   // This dataset's shards complete in the cache (a stat each), at one moment
   // (ShardCache::CachedAmong: under the directory lock, shared).
   std::vector<uint32_t> CachedShards() const { return cache->CachedAmong(shards); }
@@ -147,7 +147,7 @@ struct StreamingDataset::Impl {
   // ---- fetchers (streaming_fetchers.cc) ----
   struct Job {
     std::shared_ptr<Epoch> ep;  // null: a growing background fetch
-    Slot* slot = nullptr;
+    ShardSlot* slot = nullptr;
     uint32_t shard = 0;
     bool speculative = false;
     int64_t place = -1;  // the slot's place in the epoch's reading order (-1: no slot)

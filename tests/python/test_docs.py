@@ -55,8 +55,8 @@ stoker.io.write_tfrecord("data/0.tfrecord", ({"x": np.full(1000, i, np.float32),
 from stoker.bench.images import make_images
 make_images("train", 16, classes=2)
 """,
-    "ds = stoker.cache.StreamingDataset(": STREAM_SHARDS,
-    "from stoker.cache import StreamingDataset": STREAM_SHARDS,
+    "ds = stoker.streaming.StreamingDataset(": STREAM_SHARDS,
+    "from stoker.streaming import StreamingDataset": STREAM_SHARDS,
     "names = stoker.shared.StringList(": """
 generator_of_str = (f"name-{i}" for i in range(100))
 n = 100
@@ -89,8 +89,8 @@ assert len(ds) == 5 and ds[0][0].shape == (3,)
 assert sum(len(b[1]) for b in stoker.DataLoader(ds, batch_size=2, num_workers=2)) == 5
 """,
     "from stoker import io": "assert sum(len(b['y']) for b in loader) == 32",
-    "ds = stoker.cache.StreamingDataset(": "assert sum(len(b['y']) for b in loader) == 128",
-    "from stoker.cache import StreamingDataset": "assert ds.stats() is not None",
+    "ds = stoker.streaming.StreamingDataset(": "assert sum(len(b['y']) for b in loader) == 128",
+    "from stoker.streaming import StreamingDataset": "assert ds.stats() is not None",
     "names = stoker.shared.StringList(": "assert len(names) == 100 and names[3] == 'name-3' and labels.numpy().shape == (100,)",
     "ckpt = {": "assert step == 0",
     "sampler = stoker.shared.BagSampler(": "assert len(MIL()[bag][0]) == 4",
@@ -146,7 +146,8 @@ def test_snippet_runs(doc, line, code, tmp_path):
 
 def test_submodules_are_attributes_of_stoker():
     code = ("import stoker\n"
-            "assert stoker.shared.Array and stoker.io.TFRecordDataset and stoker.cache.StreamingDataset\n"
+            "assert stoker.shared.Array and stoker.io.TFRecordDataset and stoker.streaming.StreamingDataset\n"
+            "assert stoker.cache is stoker.streaming  # (its name before)\n"
             "assert stoker.distributed.ShardedSampler and stoker.errors.WorkerCrashed\n"
             "try:\n    stoker.nope\nexcept AttributeError as e:\n    assert \"no attribute 'nope'\" in str(e)\n"
             "else:\n    raise SystemExit('stoker.nope did not raise')\n")
