@@ -52,6 +52,12 @@ void BindCache(py::module_& m) {
     for (py::handle t : shards) v.push_back(ShardFromTuple(t));
     return FormatShardIndex(v);
   });
+  // "tfrecord", "tar", or None: a shard's format from its name (the one list of extensions).
+  m.def("shard_format_of", [](const std::string& name) -> py::object {
+    Result<ShardFormat> f = ShardFormatOf(name);
+    if (!f.ok()) return py::none();
+    return py::str(f.value() == ShardFormat::kTFRecord ? "tfrecord" : "tar");
+  });
   m.def("describe_shard", [](const std::string& path, const std::string& format) {
     const ShardFormat f = ParseShardFormat(format);
     Result<ShardInfo> r = [&] { py::gil_scoped_release nogil; return DescribeShard(path, f); }();

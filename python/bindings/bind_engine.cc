@@ -55,6 +55,7 @@ void BindEngine(py::module_& m) {
       .def_property_readonly("expected_batch_bytes", &Engine::expected_batch_bytes)
       .def_static("check_max_memory", [](uint64_t max_memory) { Check(CheckMaxMemory(max_memory)); })
       .def_static("default_max_memory", &DefaultMaxMemory)
+      .def_readonly_static("DEFAULT_MAX_MEMORY", &kDefaultMaxMemory)
       .def("stats", [](Engine& e, bool process_memory) { return Steal(StatsDict(e, process_memory)); },
            py::arg("process_memory") = false);
 }

@@ -63,6 +63,7 @@ std::string_view Bytes(const py::buffer& b, py::buffer_info* keep) {
 
 void BindVision(py::module_& m) {
   // (height, width, a bytearray of height x width x 3 RGB).
+  m.attr("DEFAULT_MAX_IMAGE_PIXELS") = kDefaultMaxImagePixels;  // (stoker.vision.MAX_IMAGE_PIXELS)
   m.def("decode_image", [](py::buffer data, uint64_t max_pixels) {
     py::buffer_info keep;
     const std::string_view in = Bytes(data, &keep);

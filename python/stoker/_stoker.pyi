@@ -12,7 +12,7 @@ import numpy
 import numpy.typing
 import typing
 import typing_extensions
-__all__: list[str] = ['AtomicFile', 'BagExhausted', 'Engine', 'EpochOrder', 'HostBuffer', 'ImageDataset', 'ImagePipeline', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'decode_image', 'describe_shard', 'feistel_order', 'format_shard_index', 'image_info', 'memory_limit', 'parse_shard_index', 'process_memory', 'register', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'write_file_atomically']
+__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DEFAULT_MAX_IMAGE_PIXELS', 'Engine', 'EpochOrder', 'HostBuffer', 'ImageDataset', 'ImagePipeline', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'decode_image', 'describe_shard', 'feistel_order', 'format_shard_index', 'image_info', 'memory_limit', 'parse_shard_index', 'process_memory', 'register', 'shard_format_of', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'write_file_atomically']
 class HostBuffer:
     """
     Exports slot memory to numpy through the buffer protocol.
@@ -87,6 +87,7 @@ class EpochOrder:
     def drawn(self) -> int:
         ...
 class Engine:
+    DEFAULT_MAX_MEMORY: typing.ClassVar[int] = 1073741824
     @staticmethod
     def check_max_memory(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
@@ -416,6 +417,9 @@ class Store:
     def size(self, arg0: str) -> int:
         ...
     @property
+    def bytes_in_place(self) -> int:
+        ...
+    @property
     def bytes_received(self) -> int:
         ...
     @property
@@ -568,6 +572,9 @@ class StreamingDataset(NativeDataset):
     @staticmethod
     def open(arg0: StreamingOptions) -> StreamingDataset:
         ...
+    @staticmethod
+    def open_reader(arg0: StreamingOptions) -> NativeDataset:
+        ...
     def begin_epoch(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
     def close(self) -> None:
@@ -640,6 +647,8 @@ def register(arg0: str, arg1: typing.Any) -> None:
     """
     Registers a Python object the native code needs (see stoker/_native.py).
     """
+def shard_format_of(arg0: str) -> typing.Any:
+    ...
 def start_parent_watch(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex) -> None:
     """
     Exit this process with `code` as soon as process `ppid` dies.
@@ -666,3 +675,4 @@ def torch_randperm_seeded(arg0: typing.SupportsInt | typing.SupportsIndex, arg1:
     """
 def write_file_atomically(arg0: str, arg1: bytes) -> None:
     ...
+DEFAULT_MAX_IMAGE_PIXELS: int = 178956970

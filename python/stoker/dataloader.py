@@ -25,7 +25,8 @@ from stoker.errors import user_stacklevel
 
 #: Default byte budget of the slot pool (documented in README.md), lowered
 #: to a quarter of the machine's (or container's) memory where that is less.
-DEFAULT_MAX_MEMORY = 1 << 30
+#: (The engine's constant: src/loader/engine.h.)
+DEFAULT_MAX_MEMORY = N.Engine.DEFAULT_MAX_MEMORY
 
 
 def default_max_memory() -> int:

@@ -58,8 +58,6 @@ parse_shard_index = N.lib.parse_shard_index
 
 __all__ = ["Store", "ShardCache", "StreamingDataset", "StreamingSampler", "parse_shard_index", "write_index"]
 
-_SHARD_EXTS = {".tfrecord": "tfrecord", ".tfrecords": "tfrecord", ".tfr": "tfrecord", ".tar": "tar"}
-
 
 def _cpu_list(name: str, cpus) -> list[int]:
     """`cpus` (None or CPU numbers) as a list for the native layer; a bad
@@ -90,7 +88,7 @@ def write_index(directory: str | os.PathLike, name: str = "index.txt", format: s
     directory = os.fspath(directory)
     rows = []
     for f in sorted(os.listdir(directory)):
-        kind = _SHARD_EXTS.get(os.path.splitext(f)[1])
+        kind = N.lib.shard_format_of(f)  # (the C++ list of extensions)
         if kind is None or (format is not None and kind != format) or f.startswith("."):
             continue
         rows.append(N.lib.describe_shard(os.path.join(directory, f), kind))

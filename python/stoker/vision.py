@@ -44,8 +44,9 @@ __all__ = ["decode_image", "image_size", "Compose", "Resize", "CenterCrop", "Ran
            "MAX_IMAGE_PIXELS"]
 
 #: Images above this many pixels are refused as decompression bombs (PIL's
-#: limit: twice its Image.MAX_IMAGE_PIXELS).
-MAX_IMAGE_PIXELS = 2 * 89_478_485
+#: limit: twice its Image.MAX_IMAGE_PIXELS; the decoder's own constant,
+#: kDefaultMaxImagePixels in include/stoker/image.h).
+MAX_IMAGE_PIXELS = N.lib.DEFAULT_MAX_IMAGE_PIXELS
 
 #: The extensions ImageFolder lists (the formats stoker.vision decodes).
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png")

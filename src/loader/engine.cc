@@ -21,10 +21,10 @@ Status CheckMaxMemory(uint64_t max_memory) {
 }
 
 uint64_t DefaultMaxMemory() {
-  constexpr uint64_t kCap = uint64_t{1} << 30, kFloor = uint64_t{1} << 20;
+  constexpr uint64_t kFloor = uint64_t{1} << 20;
   Result<uint64_t> limit = MemoryLimitBytes();
-  if (!limit.ok()) return kCap;
-  return std::max(kFloor, std::min(kCap, limit.value() / 4 / 4096 * 4096));
+  if (!limit.ok()) return kDefaultMaxMemory;
+  return std::max(kFloor, std::min(kDefaultMaxMemory, limit.value() / 4 / 4096 * 4096));
 }
 
 Result<std::shared_ptr<Engine>> Engine::Create(const EngineOptions& o) {

@@ -102,8 +102,10 @@ struct EngineStats {
 // (MemTotal or its cgroup's limit); Engine::Create checks it too.
 Status CheckMaxMemory(uint64_t max_memory);
 // The default budget: a quarter of MemTotal / the cgroup's limit (whole
-// pages), at most 1 GiB and at least 1 MiB.  stoker.DataLoader and
+// pages), at most kDefaultMaxMemory and at least 1 MiB.  stoker.DataLoader and
 // stoker::Loader both use it.
+// The default budget's cap (Python reads it: DataLoader's DEFAULT_MAX_MEMORY).
+inline constexpr uint64_t kDefaultMaxMemory = uint64_t{1} << 30;
 uint64_t DefaultMaxMemory();
 
 class Engine : public std::enable_shared_from_this<Engine> {
