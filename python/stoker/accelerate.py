@@ -58,11 +58,6 @@ def _building_from(sources):
         accelerate_preparing.ids = previous
 
 
-def preparing(loader) -> bool:
-    """True while stoker.accelerate prepares `loader` (no warning then)."""
-    return id(loader) in (getattr(accelerate_preparing, "ids", None) or ())
-
-
 def prepare_data_loader(accelerator, loader, **kwargs):
     """`accelerator.prepare_data_loader(loader)`, keeping stoker underneath."""
     with _building_from(_stoker_loaders([loader])):

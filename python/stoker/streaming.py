@@ -224,7 +224,6 @@ class StreamingDataset(NativeDataset):
             stall_timeout_s=stall_timeout_s, storage_options=storage_options, durable=durable)
         if fetcher_cpus is not None:
             self._kwargs["fetcher_cpus"] = _cpu_list("fetcher_cpus", fetcher_cpus)
-        self._args = (self._kwargs["remote"], self._kwargs["local"], max_bytes, mode)
         self._native = N.lib.StreamingDataset.open(_streaming_options(**self._kwargs))
         self._transform = transform
         self._pid = os.getpid()
@@ -324,7 +323,7 @@ class StreamingDataset(NativeDataset):
         self._left_out_warned = True
         counts = [s[3] for s in remote]
         samples = "" if None in counts else f" ({len(self._native)} of {sum(counts)} samples)"
-        warnings.warn(f"stoker: StreamingDataset {self._args[0]!r} in mode='cached' reads {have} of its "
+        warnings.warn(f"stoker: StreamingDataset {self._kwargs['remote']!r} in mode='cached' reads {have} of its "
                       f"{len(remote)} shards this epoch{samples}: the shards cached when the epoch began. "
                       "mode='full' (the default) reads every shard each epoch, streaming what is not cached; "
                       "stats()['shards_left_out'] counts what cached epochs left out.", UserWarning,
@@ -351,7 +350,6 @@ def _rebuild_reader(kwargs, shards, transform):
     ds = StreamingDataset.__new__(StreamingDataset)
     ds._native, ds._pid, ds._view = None, None, None
     ds._kwargs, ds._shards, ds._transform = kwargs, shards, transform
-    ds._args = (kwargs["remote"], kwargs["local"], kwargs["max_bytes"], kwargs["mode"])
     return ds
 
 

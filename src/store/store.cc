@@ -44,13 +44,14 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& url, const StoreOp
   const std::string scheme = sep == std::string::npos ? "" : url.substr(0, sep);
   if (!scheme.empty() && scheme != "file") {
     StoreOpener opener = nullptr;
-    std::string known = "file://";
+    std::string known = "file://";  // (for the error: only where there is no opener)
     {
       Schemes& r = Registry();
       std::lock_guard<std::mutex> g(r.mu);
       auto it = r.openers.find(scheme);
       if (it != r.openers.end()) opener = it->second;
-      for (const auto& [s, _] : r.openers) known += ", " + s + "://";
+      else
+        for (const auto& [s, _] : r.openers) known += ", " + s + "://";
     }
     if (opener) return opener(url, options);
     if (IsRemoteStoreUrl(url))
