@@ -22,7 +22,11 @@ void BindScheduler(py::module_& m) {
       .def("next", [](Pump& p, double timeout_s) { return Steal(p.Next(timeout_s)); })
       .def("in_flight", [](Pump& p) { return Steal(p.InFlight()); })
       .def("clear", &Pump::Clear)
-      .def("skip_delivered", &Pump::SkipDelivered)
+      .def("resume_at", [](Pump& p, uint64_t delivered, std::vector<uint64_t> extra, int64_t next_worker) {
+             p.ResumeAt(ResumePoint{delivered, std::move(extra), next_worker}); },
+           py::arg("delivered") = 0, py::arg("extra") = std::vector<uint64_t>{}, py::arg("next_worker") = -1,
+           "The next epoch begun (reset or reset_order) skips the batches a saved run delivered (map-style) or "
+           "starts its round robin at next_worker (iterable).")
       .def("delivered", [](const Pump& p) {
              uint64_t prefix = 0;
              std::vector<uint64_t> extra;
@@ -34,7 +38,6 @@ void BindScheduler(py::module_& m) {
              p.DeliveredByWorker(&counts, &last);
              return py::make_tuple(counts, last); })
       .def_property_readonly("generation", &Pump::Generation)
-      .def("start_round_robin_at", &Pump::StartRoundRobinAt)
       .def("queue_depths", [](Pump& p) {
              Scheduler::Depths d = p.QueueDepths();
              py::dict out;
@@ -44,6 +47,11 @@ void BindScheduler(py::module_& m) {
              out["retry"] = d.retry;
              return out; })
       .def("requeue", [](Pump& p, uint32_t worker) { Check(p.Requeue(worker)); });
+  // An epoch's counts, computed by the EpochRunner alone.
+  m.def("samples_per_rank", &EpochRunner::SamplesPerRank, py::arg("n"), py::arg("world_size"), py::arg("pad"),
+        "Samples each of world_size ranks reads of n (equal shares padded by repetition, or the tail dropped).");
+  m.def("batches_per_epoch", &EpochRunner::Batches, py::arg("samples"), py::arg("batch_size"), py::arg("drop_last"),
+        "Batches of `samples` (batch_size 0: one uncollated sample each).");
 }
 
 }  // namespace stoker::glue

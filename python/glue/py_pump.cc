@@ -90,26 +90,23 @@ Pump::Pump(std::shared_ptr<Engine> engine, const SchedulerOptions& o, bool auto_
 }
 
 void Pump::Reset(PyObject* sampler_iter, bool resume_workers) {
-  active_ = &source_;
-  sched_.Reset(&source_, resume_workers);
+  runner_.Begin(&source_, resume_workers);  // (drops the tokens of the last epoch first)
   source_.SetIterator(sampler_iter);
 }
 
 void Pump::ResetOrder(EpochSource::Order order, uint64_t batch_size, bool drop_last, bool resume_workers) {
-  sched_.Reset(&epoch_source_, resume_workers);  // (drops the tokens of the last epoch first)
+  runner_.Begin(std::move(order), batch_size, drop_last, resume_workers);
   source_.SetIterator(nullptr);
-  epoch_source_.Begin(std::move(order), batch_size, drop_last);
   batched_ = batch_size > 0;
-  active_ = &epoch_source_;
 }
 
 PyObject* Pump::IndexOf(uint64_t token) {
-  if (active_ == &source_) {
+  if (!runner_.native()) {
     PyObject* index = token ? reinterpret_cast<PyObject*>(token) : Py_None;
     Py_INCREF(index);
     return index;
   }
-  const std::vector<int64_t> idx = epoch_source_.BatchIndices(token);
+  const std::vector<int64_t> idx = runner_.source().BatchIndices(token);
   if (!batched_) return idx.empty() ? Py_NewRef(Py_None) : PyLong_FromLongLong(idx[0]);
   PyObject* list = PyList_New(static_cast<Py_ssize_t>(idx.size()));
   if (!list) return nullptr;

@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "loader/epoch_source.h"
+#include "loader/epoch_runner.h"
 #include "order/torch_randperm.h"
 #include "loader/scheduler.h"
 
@@ -62,6 +62,8 @@ struct EpochOrderHandle {
 class Pump {
  public:
   Pump(std::shared_ptr<Engine> engine, const SchedulerOptions& o, bool auto_collation, bool numpy_mode);
+  // The next epoch (Reset or ResetOrder) resumes from `point` (EpochRunner).
+  void ResumeAt(ResumePoint point) { runner_.ResumeAt(std::move(point)); }
   void Reset(PyObject* sampler_iter, bool resume_workers);
   // An epoch whose order is native (batch_size 0: batch_size=None).
   void ResetOrder(EpochSource::Order order, uint64_t batch_size, bool drop_last, bool resume_workers);
@@ -70,11 +72,9 @@ class Pump {
   PyObject* InFlight();
   void Clear() { sched_.Clear(); }
   Scheduler::Depths QueueDepths() const { return sched_.QueueDepths(); }
-  void SkipDelivered(uint64_t prefix, const std::vector<uint64_t>& extra) { sched_.SkipDelivered(prefix, extra); }
   void Delivered(uint64_t* prefix, std::vector<uint64_t>* extra) const { sched_.Delivered(prefix, extra); }
   void DeliveredByWorker(std::vector<uint64_t>* counts, int* last) const { sched_.DeliveredByWorker(counts, last); }
   uint64_t Generation() const { return sched_.generation(); }
-  void StartRoundRobinAt(uint32_t worker) { sched_.StartRoundRobinAt(worker); }
   void SetPrefetch(uint32_t prefetch) { sched_.SetPrefetch(prefetch); }
   uint32_t prefetch() const { return sched_.prefetch(); }
   Status Requeue(uint32_t worker) { return sched_.Requeue(worker); }
@@ -82,14 +82,13 @@ class Pump {
  private:
   // The Python index (a new reference) of the task holding `token`.
   PyObject* IndexOf(uint64_t token);
-  void Drop(uint64_t token) { active_->Drop(token); }
+  void Drop(uint64_t token) { runner_.active()->Drop(token); }
 
   std::shared_ptr<Engine> engine_;
   PyIndexSource source_;
-  EpochSource epoch_source_;
-  IndexSource* active_ = &source_;
   bool batched_ = true;  // (the epoch source's batch_size > 0)
   Scheduler sched_;
+  EpochRunner runner_{&sched_};
   bool numpy_;
   PyThreadState* saved_ = nullptr;
 };

@@ -305,15 +305,16 @@ class _StokerIter(_BaseDataLoaderIter):
         if self._num_workers:
             if self._shared_seed is not None:  # an IterDataPipe's, for the workers' resume (torch draws one per epoch)
                 self._engine.set_shared_seed(self._shared_seed & (2 ** 64 - 1))
+            # The epoch begins in C++ (EpochRunner), from the resume point if any.
+            if resume is not None and self._is_iterable:
+                self._resume_next = resume.get("next_worker", 0)
+                self._pump.resume_at(next_worker=self._resume_next)
+            elif resume is not None:
+                self._pump.resume_at(resume["delivered"], resume["delivered_extra"])
             if native_order is not None:  # no Python per sample: the order goes to the scheduler as it is
                 self._pump.reset_order(native_order, loader.batch_size or 0, loader.drop_last, not first_iter)
             else:
                 self._pump.reset(self._sampler_iter, not first_iter)
-            if resume is not None and self._is_iterable:
-                self._resume_next = resume.get("next_worker", 0)
-                self._pump.start_round_robin_at(self._resume_next)
-            elif resume is not None:
-                self._pump.skip_delivered(resume["delivered"], resume["delivered_extra"])
         elif resume is not None and not self._is_iterable:
             self._local_skip = set(range(resume["delivered"])) | set(resume["delivered_extra"])
         self._stats.reset()

@@ -146,7 +146,7 @@ def batches(order, batch_size: Optional[int], drop_last: bool, pending: dict) ->
         settle_all(pending)
         return
     n = len(order)
-    end = n - n % batch_size if drop_last else n
-    for pos in range(0, end, batch_size):
-        yield np.frombuffer(order.read(pos, min(batch_size, end - pos)), dtype=np.int64).tolist()
+    for b in range(N.lib.batches_per_epoch(n, batch_size, drop_last)):
+        pos = b * batch_size
+        yield np.frombuffer(order.read(pos, min(batch_size, n - pos)), dtype=np.int64).tolist()
     settle_all(pending)  # the epoch is over: a generator it drew from as torch leaves it

@@ -12,7 +12,7 @@ import numpy
 import numpy.typing
 import typing
 import typing_extensions
-__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DEFAULT_MAX_IMAGE_PIXELS', 'Engine', 'EpochOrder', 'HostBuffer', 'ImageDataset', 'ImagePipeline', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'decode_image', 'describe_shard', 'feistel_order', 'format_shard_index', 'image_info', 'memory_limit', 'parse_shard_index', 'process_memory', 'register', 'shard_format_of', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'write_file_atomically']
+__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DEFAULT_MAX_IMAGE_PIXELS', 'Engine', 'EpochOrder', 'HostBuffer', 'ImageDataset', 'ImagePipeline', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'decode_image', 'describe_shard', 'feistel_order', 'format_shard_index', 'image_info', 'memory_limit', 'parse_shard_index', 'process_memory', 'register', 'samples_per_rank', 'shard_format_of', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'write_file_atomically']
 class HostBuffer:
     """
     Exports slot memory to numpy through the buffer protocol.
@@ -176,10 +176,10 @@ class Pump:
         ...
     def reset_order(self, arg0: EpochOrder, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: bool, arg3: bool) -> None:
         ...
-    def skip_delivered(self, arg0: typing.SupportsInt | typing.SupportsIndex, arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> None:
-        ...
-    def start_round_robin_at(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
-        ...
+    def resume_at(self, delivered: typing.SupportsInt | typing.SupportsIndex = 0, extra: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = [], next_worker: typing.SupportsInt | typing.SupportsIndex = -1) -> None:
+        """
+        The next epoch begun (reset or reset_order) skips the batches a saved run delivered (map-style) or starts its round robin at next_worker (iterable).
+        """
     @property
     def generation(self) -> int:
         ...
@@ -621,6 +621,10 @@ class ImageDataset(NativeDataset):
     @property
     def image_field(self) -> int:
         ...
+def batches_per_epoch(samples: typing.SupportsInt | typing.SupportsIndex, batch_size: typing.SupportsInt | typing.SupportsIndex, drop_last: bool) -> int:
+    """
+    Batches of `samples` (batch_size 0: one uncollated sample each).
+    """
 def decode_image(arg0: typing_extensions.Buffer, arg1: typing.SupportsInt | typing.SupportsIndex) -> tuple[int, int, bytearray]:
     ...
 def describe_shard(arg0: str, arg1: str) -> tuple:
@@ -646,6 +650,10 @@ def process_memory(arg0: typing.SupportsInt | typing.SupportsIndex) -> dict:
 def register(arg0: str, arg1: typing.Any) -> None:
     """
     Registers a Python object the native code needs (see stoker/_native.py).
+    """
+def samples_per_rank(n: typing.SupportsInt | typing.SupportsIndex, world_size: typing.SupportsInt | typing.SupportsIndex, pad: bool) -> int:
+    """
+    Samples each of world_size ranks reads of n (equal shares padded by repetition, or the tail dropped).
     """
 def shard_format_of(arg0: str) -> typing.Any:
     ...

@@ -38,10 +38,7 @@ class ScalableShuffleSampler(torch.utils.data.Sampler[int]):
         self.n, self.seed, self.num_replicas, self.rank, self.drop_last = n, int(seed), num_replicas, rank, drop_last
         self.epoch = 0
         self._explicit = False
-        if drop_last:
-            self.num_samples = n // num_replicas
-        else:
-            self.num_samples = -(-n // num_replicas)
+        self.num_samples = N.lib.samples_per_rank(n, num_replicas, not drop_last)
         self.total_size = self.num_samples * num_replicas
 
     def set_epoch(self, epoch: int) -> None:

@@ -394,8 +394,7 @@ class StreamingSampler(_SamplerBase):
         self._explicit = True
 
     def __len__(self) -> int:
-        n = len(self.dataset)
-        return math.ceil(n / self.world_size) if self.pad else n // self.world_size
+        return N.lib.samples_per_rank(len(self.dataset), self.world_size, self.pad)
 
     def _stoker_state(self):
         """What a resumed run needs to repeat the current epoch."""

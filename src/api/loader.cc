@@ -19,7 +19,7 @@
 #include "io/tar_shard_dataset.h"
 #include "io/tfrecord_dataset.h"
 #include "loader/engine.h"
-#include "loader/epoch_source.h"
+#include "loader/epoch_runner.h"
 #include "loader/native_workers.h"
 #include "loader/scheduler.h"
 #include "sync/futex.h"
@@ -33,10 +33,7 @@ struct Loader::Impl {
   std::unique_ptr<Scheduler> sched;
   std::unique_ptr<NativeWorkers> threads;
   std::vector<pid_t> pids;
-  EpochSource source;
-  bool restore_pending = false;
-  uint64_t restore_prefix = 0;
-  std::vector<uint64_t> restore_extra;
+  std::unique_ptr<EpochRunner> runner;
   Status broken;  // a worker process died: every later call says so
   uint64_t delivered = 0, delivered_bytes = 0;
   int64_t wait_ns = 0;
@@ -87,6 +84,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<NativeDataset> da
   so.prefetch = prefetch;
   so.in_order = o.in_order;
   impl->sched = std::make_unique<Scheduler>(impl->engine, so);
+  impl->runner = std::make_unique<EpochRunner>(impl->sched.get());
   if (!o.use_processes) {
     impl->threads = std::make_unique<NativeWorkers>(impl->engine, impl->dataset);
   } else {
@@ -109,12 +107,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<NativeDataset> da
 
 uint64_t Loader::batches_per_epoch() const {
   const LoaderOptions& o = impl_->o;
-  SampleOrder so;
-  so.world_size = o.world_size;
-  so.pad = o.even_split_pad;
-  const uint64_t mine = so.PerRank(impl_->dataset->size());
-  const uint64_t per = std::max<uint64_t>(1, o.batch_size);
-  return o.drop_last && o.batch_size ? mine / per : (mine + per - 1) / per;
+  return EpochRunner::Batches(EpochRunner::SamplesPerRank(impl_->dataset->size(), o.world_size, o.even_split_pad),
+                              o.batch_size, o.drop_last);
 }
 
 std::vector<int> Loader::worker_pids() const { return std::vector<int>(impl_->pids.begin(), impl_->pids.end()); }
@@ -122,20 +116,14 @@ std::vector<int> Loader::worker_pids() const { return std::vector<int>(impl_->pi
 void Loader::SetEpoch(uint64_t epoch) {
   epoch_ = epoch;
   in_epoch_ = false;
-  impl_->restore_pending = false;
+  impl_->runner->Forget();
 }
 
 Status Loader::StartEpoch() {
   Impl& m = *impl_;
-  STOKER_RETURN_IF_ERROR(m.dataset->BeginEpoch(epoch_));
   m.engine->SetEpoch(static_cast<int64_t>(epoch_));
-  SampleOrder so{epoch_, m.o.shuffle, m.o.seed, m.o.rank, m.o.world_size, m.o.even_split_pad};
-  m.source.Begin(m.dataset->Order(so), m.o.batch_size, m.o.drop_last);
-  m.sched->Reset(&m.source, false);
-  if (m.restore_pending) {
-    m.sched->SkipDelivered(m.restore_prefix, m.restore_extra);
-    m.restore_pending = false;
-  }
+  const SampleOrder recipe{epoch_, m.o.shuffle, m.o.seed, m.o.rank, m.o.world_size, m.o.even_split_pad};
+  STOKER_RETURN_IF_ERROR(m.runner->Begin(*m.dataset, recipe, m.o.batch_size, m.o.drop_last));
   in_epoch_ = true;
   return Status::OK();
 }
@@ -175,7 +163,7 @@ Status Loader::Next(Batch* out, bool* end_of_epoch) {
         impl->engine = m.engine;
         impl->slot = o.slot;
       }
-      m.source.Drop(o.token);
+      m.runner->source().Drop(o.token);
       if (impl->bytes) {
         data = reinterpret_cast<const uint8_t*>(impl->bytes->data());
         used = impl->bytes->size();
@@ -203,8 +191,8 @@ Status Loader::Next(Batch* out, bool* end_of_epoch) {
         report.assign(reinterpret_cast<const char*>(p), std::min(used, cap));
         m.engine->Release(o.slot);
       }
-      const std::string indices = m.source.Describe(o.token);
-      m.source.Drop(o.token);
+      const std::string indices = m.runner->source().Describe(o.token);
+      m.runner->source().Drop(o.token);
       const auto code = report.empty() ? Status::Code::kInternal : static_cast<Status::Code>(report[0]);
       return Status::FromCode(code == Status::Code::kOk ? Status::Code::kInternal : code,
                               (report.size() > 1 ? report.substr(1) : "unknown error") + " (while loading batch " +
@@ -280,9 +268,9 @@ LoaderState Loader::state() const {
   if (in_epoch_) {
     impl_->sched->Delivered(&s.delivered_prefix, &s.delivered_extra);
     s.dataset_epoch = impl_->dataset->EpochState();
-  } else if (impl_->restore_pending) {
-    s.delivered_prefix = impl_->restore_prefix;
-    s.delivered_extra = impl_->restore_extra;
+  } else if (const auto& p = impl_->runner->pending()) {
+    s.delivered_prefix = p->delivered;
+    s.delivered_extra = p->extra;
   }
   return s;
 }
@@ -304,9 +292,7 @@ Status Loader::Restore(const LoaderState& s) {
   STOKER_RETURN_IF_ERROR(impl_->dataset->RestoreEpoch(s.dataset_epoch));
   epoch_ = s.epoch;
   in_epoch_ = false;
-  impl_->restore_pending = true;
-  impl_->restore_prefix = s.delivered_prefix;
-  impl_->restore_extra = s.delivered_extra;
+  impl_->runner->ResumeAt(ResumePoint{s.delivered_prefix, s.delivered_extra});
   return Status::OK();
 }
 

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 
+#include "loader/epoch_runner.h"
+
 namespace stoker {
 
 void EpochSource::Begin(Order order, uint64_t batch_size, bool drop_last) {
   order_ = std::move(order);
   bs_ = batch_size;
-  batches_ = drop_last && bs_ ? order_->size() / per() : (order_->size() + per() - 1) / per();
+  batches_ = EpochRunner::Batches(order_->size(), bs_, drop_last);
   next_ = 0;
 }
 
