@@ -58,7 +58,7 @@ Engine::Engine(const EngineOptions& o, std::shared_ptr<Arena> a)
 Engine::~Engine() {
   if (getpid() != owner_) {
     (void)supervisor_.release();  // forked copy: leave the parent's thread alone
-    (void)cuda_.release();        // ... and its CUDA state
+    pool_.AbandonCuda();          // ... and its CUDA state
     return;
   }
   supervisor_.reset();
@@ -72,14 +72,11 @@ Result<bool> Engine::Dispatch(uint32_t worker, uint64_t batch_id, uint64_t gener
   if (ring.Full()) return false;
   std::lock_guard<std::mutex> g(mu_);
   if (shutdown_) return Status::Closed("the loader is shut down");
-  FreeCompletedFencesLocked();
-  if (!pool_.any_free()) return false;
-  const uint32_t slot = pool_.next_free();
-  STOKER_ASSIGN_OR_RETURN(bool sized, pool_.SizeRegion(slot, pool_.RegionFor(payload_bytes), true));
-  if (!sized) return false;
-  pool_.TakeNextFree();
-  SlotPool::Slot& s = pool_[slot];
-  s.state = SlotState::kDispatched;
+  uint32_t slot = 0;
+  const uint64_t bytes = pool_.RegionFor(payload_bytes);
+  STOKER_ASSIGN_OR_RETURN(bool got, pool_.Acquire(bytes, bytes, true, SlotState::kDispatched, &slot));
+  if (!got) return false;
+  const SlotPool::Slot& s = pool_[slot];
   SlotHeader* h = arena_->slot(slot);
   h->worker = worker;
   h->result = static_cast<uint32_t>(SlotResult::kOk);
@@ -175,8 +172,7 @@ Status Engine::Wait(int64_t timeout_ns, std::vector<Completion>* out) {
         Completion c = ReadCompletion(slot, w);
         {
           std::lock_guard<std::mutex> g(mu_);
-          pool_[slot].state = SlotState::kReady;
-          if (c.result == SlotResult::kOk) pool_.Learn(h->used_bytes);
+          pool_.Complete(slot, h->used_bytes, c.result == SlotResult::kOk);
         }
         out->push_back(c);
       }
@@ -208,8 +204,7 @@ const uint8_t* Engine::SlotRegion(uint32_t slot, uint64_t* used, uint64_t* capac
 
 void Engine::MarkHeld(uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
-  if (pool_[slot].state != SlotState::kReady) return;
-  pool_.Hold(slot);
+  if (!pool_.Hold(slot)) return;
   ++delivered_batches_;
   delivered_bytes_ += arena_->slot(slot)->used_bytes;
 }
@@ -224,64 +219,32 @@ void Engine::Evict(uint32_t slot) {
 
 void Engine::Release(uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
-  SlotPool::Slot& s = pool_[slot];
-  if (s.fenced || (s.state != SlotState::kHeld && s.state != SlotState::kReady)) return;  // double release
-  if (cuda_ && s.state == SlotState::kHeld) {
-    s.fenced = true;
-    fenced_.push_back(Fenced{slot, cuda_->recorded()});
-    return;
-  }
-  FreeLocked(slot);
-}
-
-void Engine::FreeLocked(uint32_t slot) {
-  pool_.PutFree(slot);
-  arena_->slot(slot)->state.store(static_cast<uint32_t>(SlotState::kFree), std::memory_order_release);
-}
-
-void Engine::FreeCompletedFencesLocked() {
-  if (!fenced_.empty()) FreeFencedLocked(cuda_->Completed());
-}
-
-void Engine::FreeFencedLocked(uint64_t done) {
-  while (!fenced_.empty() && fenced_.front().after < done) {
-    FreeLocked(fenced_.front().slot);
-    fenced_.pop_front();
-  }
+  pool_.Release(slot);
 }
 
 Status Engine::EnableCuda(const CudaRuntimeApi& api) {
-  if (!api.complete()) return Status::InvalidArgument("a CUDA runtime entry point is missing");
   std::lock_guard<std::mutex> g(mu_);
-  if (cuda_) return Status::OK();
-  cuda_ = std::make_unique<CudaHost>(api);
-  pool_.SetCuda(cuda_.get());
-  return Status::OK();
+  return pool_.EnableCuda(api);
 }
 
 int Engine::pin_error() {
   std::lock_guard<std::mutex> g(mu_);
-  return cuda_ ? cuda_->pin_error() : kCudaSuccess;
+  return pool_.pin_error();
 }
 
 int Engine::RecordFence(void* stream) {
   std::lock_guard<std::mutex> g(mu_);
-  if (!cuda_) return kCudaSuccess;
-  const int err = cuda_->Record(stream);
-  FreeCompletedFencesLocked();
-  return err;
+  return pool_.RecordFence(stream);
 }
 
 bool Engine::DrainFences() {
   std::lock_guard<std::mutex> g(mu_);
-  if (!cuda_ || fenced_.empty()) return false;
-  FreeFencedLocked(cuda_->Drain());
-  return true;
+  return pool_.DrainFences();
 }
 
 bool Engine::ShouldCopyOut(uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
-  FreeCompletedFencesLocked();
+  pool_.FreeCompletedFences();
   const bool out = pool_.Crowded(slot, opts_.num_workers);
   if (out) ++copy_outs_;
   return out;
@@ -289,16 +252,10 @@ bool Engine::ShouldCopyOut(uint32_t slot) {
 
 Result<bool> Engine::AcquireLocal(uint64_t bytes, uint32_t* slot_out) {
   std::lock_guard<std::mutex> g(mu_);
-  FreeCompletedFencesLocked();
-  if (!pool_.any_free()) return false;
-  const uint32_t slot = pool_.next_free();
-  STOKER_ASSIGN_OR_RETURN(bool sized, pool_.SizeRegion(slot, std::max(bytes, pool_.RegionFor(0)), false));
-  if (!sized && bytes < pool_.RegionFor(0)) {
-    STOKER_ASSIGN_OR_RETURN(sized, pool_.SizeRegion(slot, bytes, false));
-  }
-  if (!sized) return false;
-  pool_.TakeNextFree();
-  pool_[slot].state = SlotState::kFilling;
+  uint32_t slot = 0;
+  STOKER_ASSIGN_OR_RETURN(bool got,
+                          pool_.Acquire(std::max(bytes, pool_.RegionFor(0)), bytes, false, SlotState::kFilling, &slot));
+  if (!got) return false;
   SlotHeader* h = arena_->slot(slot);
   h->region_offset = pool_[slot].offset;
   h->region_capacity = pool_[slot].capacity;
@@ -319,8 +276,7 @@ void Engine::CompleteLocal(uint32_t slot, uint64_t used) {
   SlotHeader* h = arena_->slot(slot);
   h->used_bytes = used;
   h->state.store(static_cast<uint32_t>(SlotState::kReady), std::memory_order_relaxed);
-  pool_[slot].state = SlotState::kReady;
-  pool_.Learn(used);
+  pool_.Complete(slot, used, true);
 }
 
 Status Engine::ReclaimWorker(uint32_t worker, std::vector<Completion>* done) {
@@ -335,15 +291,12 @@ Status Engine::ReclaimWorker(uint32_t worker, std::vector<Completion>* done) {
     if (h->state.load(std::memory_order_acquire) != static_cast<uint32_t>(SlotState::kReady)) continue;
     Completion c = ReadCompletion(slot, worker);
     std::lock_guard<std::mutex> g(mu_);
-    pool_[slot].state = SlotState::kReady;
+    pool_.Complete(slot, 0, false);
     done->push_back(c);
   }
   {
     std::lock_guard<std::mutex> g(mu_);
-    for (uint32_t s = 0; s < opts_.max_slots; ++s) {
-      if (pool_[s].state != SlotState::kDispatched || arena_->slot(s)->worker != worker) continue;
-      FreeLocked(s);
-    }
+    pool_.ReclaimFrom(worker, [this](uint32_t s) { return arena_->slot(s)->worker; });
   }
   // Only this process touches the rings now: start them afresh.
   for (RingLayout* r : {&wb->tasks, &wb->done}) {

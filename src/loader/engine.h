@@ -1,8 +1,11 @@
-// Engine: the main-process side of a loader.  Owns the arena, the slot pool
-// (loader/slot_pool.h: free slots, regions, the budget) and the supervisor;
-// dispatches fill tasks to workers, collects completed slots, answers
-// workers that need a bigger region, and takes slots back when the training
-// loop drops a batch.
+// Engine: the main-process side of a loader, the dispatcher.  Owns the arena,
+// the slot pool and the supervisor; puts fill tasks on workers' rings,
+// collects completed slots and worker exits, answers workers that need a
+// bigger region, and serves the training loop's side (hold, release,
+// fences).  The slot pool (loader/slot_pool.h) owns what a slot is: its
+// state machine, its region within the budget, and the CUDA fences that keep
+// a dropped batch's slot until the GPU is done with it; the Engine calls it
+// under one mutex and writes the shared slot headers workers read.
 //
 // Memory policy (docs/design/slot_pool.md): max_memory is a hard bound on
 // the arena file, control area included.  Every slot owns at most one
@@ -210,24 +213,12 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // A finished slot's header as a Completion (after the acquire of its state).
   Completion ReadCompletion(uint32_t slot, uint32_t worker) const;
   bool AnythingPending();
-  // REQUIRES: mu_ held.  HELD/READY -> FREE now.
-  void FreeLocked(uint32_t slot);
-  // REQUIRES: mu_ held.  Frees the fenced slots released before fence `done`.
-  void FreeFencedLocked(uint64_t done);
-  // REQUIRES: mu_ held.  ... before the last fence known complete (queries the pending ones).
-  void FreeCompletedFencesLocked();
   void OnWorkerExit(uint32_t worker, const ExitInfo& info);
 
   EngineOptions opts_;
   std::shared_ptr<Arena> arena_;
   std::mutex mu_;  // guards everything below except the atomics
-  SlotPool pool_;
-  std::unique_ptr<CudaHost> cuda_;  // pin_memory; destroyed before arena_ is unmapped
-  struct Fenced {
-    uint32_t slot;
-    uint64_t after;  // free once a fence numbered above this completes
-  };
-  std::deque<Fenced> fenced_;
+  SlotPool pool_;  // the slots' states, regions, budget and CUDA fences; destroyed before arena_
   uint64_t need_space_events_ = 0, cancelled_ = 0, spills_ = 0, copy_outs_ = 0;
   uint64_t delivered_batches_ = 0, delivered_bytes_ = 0;
   std::vector<int64_t> watch_ns_;       // when each worker was started (Watch)

@@ -15,12 +15,90 @@ SlotPool::SlotPool(Arena* arena, uint32_t max_slots, uint64_t max_memory)
   for (uint32_t i = max_slots; i > 0; --i) free_.push_back(i - 1);
 }
 
-void SlotPool::PutFree(uint32_t slot) {
+SlotPool::~SlotPool() = default;  // (cuda_ first: every range unregistered while the arena is mapped)
+
+Result<bool> SlotPool::Acquire(uint64_t bytes, uint64_t at_least, bool writer_backs, SlotState state,
+                               uint32_t* slot_out) {
+  FreeCompletedFences();
+  if (free_.empty()) return false;
+  const uint32_t slot = free_.back();
+  STOKER_ASSIGN_OR_RETURN(bool sized, SizeRegion(slot, bytes, writer_backs));
+  if (!sized && at_least < bytes) {
+    STOKER_ASSIGN_OR_RETURN(sized, SizeRegion(slot, at_least, writer_backs));
+  }
+  if (!sized) return false;
+  free_.pop_back();
+  slots_[slot].state = state;
+  *slot_out = slot;
+  return true;
+}
+
+void SlotPool::Complete(uint32_t slot, uint64_t used, bool learn) {
+  slots_[slot].state = SlotState::kReady;
+  if (learn) Learn(used);
+}
+
+bool SlotPool::Hold(uint32_t slot) {
+  Slot& s = slots_[slot];
+  if (s.state != SlotState::kReady) return false;
+  s.state = SlotState::kHeld;
+  held_bytes_ += s.capacity;
+  return true;
+}
+
+void SlotPool::Release(uint32_t slot) {
+  Slot& s = slots_[slot];
+  if (s.fenced || (s.state != SlotState::kHeld && s.state != SlotState::kReady)) return;  // double release
+  if (cuda_ && s.state == SlotState::kHeld) {
+    s.fenced = true;
+    fenced_.push_back(Fenced{slot, cuda_->recorded()});
+    return;
+  }
+  Free(slot);
+}
+
+void SlotPool::Free(uint32_t slot) {
   Slot& s = slots_[slot];
   if (s.state == SlotState::kHeld) held_bytes_ -= s.capacity;
   s.state = SlotState::kFree;
   s.fenced = false;
   free_.push_back(slot);
+  arena_->slot(slot)->state.store(static_cast<uint32_t>(SlotState::kFree), std::memory_order_release);
+}
+
+void SlotPool::FreeFenced(uint64_t done) {
+  while (!fenced_.empty() && fenced_.front().after < done) {
+    Free(fenced_.front().slot);
+    fenced_.pop_front();
+  }
+}
+
+void SlotPool::FreeCompletedFences() {
+  if (!fenced_.empty()) FreeFenced(cuda_->Completed());
+}
+
+Status SlotPool::EnableCuda(const CudaRuntimeApi& api) {
+  if (!api.complete()) return Status::InvalidArgument("a CUDA runtime entry point is missing");
+  if (cuda_) return Status::OK();
+  cuda_ = std::make_unique<CudaHost>(api);
+  for (const Slot& s : slots_)  // the regions made before
+    if (s.capacity) (void)cuda_->Register(arena_->base() + s.offset, s.capacity);
+  return Status::OK();
+}
+
+int SlotPool::pin_error() const { return cuda_ ? cuda_->pin_error() : kCudaSuccess; }
+
+int SlotPool::RecordFence(void* stream) {
+  if (!cuda_) return kCudaSuccess;
+  const int err = cuda_->Record(stream);
+  FreeCompletedFences();
+  return err;
+}
+
+bool SlotPool::DrainFences() {
+  if (!cuda_ || fenced_.empty()) return false;
+  FreeFenced(cuda_->Drain());
+  return true;
 }
 
 Status SlotPool::TooBig(uint64_t bytes) const {
@@ -88,22 +166,10 @@ void SlotPool::LearnAsked(uint64_t bytes) {
   expected_ = std::max(expected_, bytes);
 }
 
-void SlotPool::Hold(uint32_t slot) {
-  Slot& s = slots_[slot];
-  s.state = SlotState::kHeld;
-  held_bytes_ += s.capacity;
-}
-
 bool SlotPool::Crowded(uint32_t slot, uint32_t workers) const {
   const uint64_t reserve = std::max<uint64_t>(expected_, kMinRegion) * std::max<uint32_t>(1, workers);
   return held_bytes_ + slots_[slot].capacity + reserve > budget() ||
          free_.size() < std::max<uint32_t>(2, workers);
-}
-
-void SlotPool::SetCuda(CudaHost* cuda) {
-  cuda_ = cuda;
-  for (const Slot& s : slots_)  // the regions made before
-    if (s.capacity) (void)cuda_->Register(arena_->base() + s.offset, s.capacity);
 }
 
 }  // namespace stoker
