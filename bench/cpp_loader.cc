@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     if (!ds.ok()) return std::fprintf(stderr, "%s\n", ds.status().ToString().c_str()), 1;
     stoker::LoaderOptions o;
     o.batch_size = 8;
-    o.shuffle = true;
+    o.seeded_shuffle = true;
     o.num_workers = 2;
     auto l = stoker::Loader::Create(ds.value(), o);
     if (!l.ok()) return std::fprintf(stderr, "%s\n", l.status().ToString().c_str()), 1;
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     for (uint32_t threads : {1u, 2u}) {
       stoker::LoaderOptions o;
       o.batch_size = kBatch;
-      o.shuffle = true;
+      o.seeded_shuffle = true;
       o.num_workers = threads;
       auto l = stoker::Loader::Create(ds, o);
       if (!l.ok()) return std::fprintf(stderr, "%s\n", l.status().ToString().c_str()), 1;

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   stoker::LoaderOptions o;
   o.batch_size = 16;
   o.num_workers = 2;
-  o.shuffle = true;
+  o.seeded_shuffle = true;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--processes") o.use_processes = true;

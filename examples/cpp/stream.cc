@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   }
   stoker::LoaderOptions lo;
   lo.batch_size = 32;
-  lo.shuffle = true;
+  lo.seeded_shuffle = true;
   lo.num_workers = 2;
   auto loader = stoker::Loader::Create(ds.value(), lo);
   if (!loader.ok()) {

@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   }
   stoker::LoaderOptions o;
   o.batch_size = 64;
-  o.shuffle = true;
+  o.seeded_shuffle = true;
   o.num_workers = 2;
   auto loader = stoker::Loader::Create(ds.value(), o);
   if (!loader.ok()) {

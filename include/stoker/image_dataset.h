@@ -35,7 +35,7 @@ class ImageDataset : public NativeDataset {
   std::string DescribeSample(uint64_t index) const override { return base_->DescribeSample(index); }
   SampleStructure structure() const override { return base_->structure(); }
   Status BeginEpoch(uint64_t epoch) override;
-  std::vector<int64_t> Order(const SampleOrder& o) override { return base_->Order(o); }
+  std::vector<int64_t> Order(const OrderRecipe& o) override { return base_->Order(o); }
   void Interrupt() override { base_->Interrupt(); }
   std::string EpochState() const override { return base_->EpochState(); }
   Status RestoreEpoch(const std::string& state) override { return base_->RestoreEpoch(state); }

@@ -2,7 +2,7 @@
 //
 //   auto ds = stoker::OpenTFRecord({"train.tfrecord"}, {{"x", ElementType::kFloat32, {1000}}});
 //   stoker::LoaderOptions o;
-//   o.batch_size = 64; o.shuffle = true; o.num_workers = 4;
+//   o.batch_size = 64; o.seeded_shuffle = true; o.num_workers = 4;
 //   auto loader = stoker::Loader::Create(ds.value(), o);
 //   for (const stoker::Batch& b : *loader.value()) use(b[0].as<float>());
 //   if (!loader.value()->status().ok()) ...   // why the loop stopped early
@@ -32,9 +32,18 @@
 
 namespace stoker {
 
+// (The pragmas keep the copy and move of LoaderOptions, which the compiler
+// writes, from warning about the deprecated member; setting it still warns.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 struct LoaderOptions {
   uint64_t batch_size = 1;       // 0: one sample per Batch, without a batch dimension
-  bool shuffle = false;
+  // Each epoch in a permutation of (seed, epoch) that stoker draws: the same on
+  // every machine and in every run, but not the permutation torch's
+  // shuffle=True draws (torch's comes from its generator's state).
+  bool seeded_shuffle = false;
+  [[deprecated("LoaderOptions::shuffle is now seeded_shuffle (it is stoker's permutation of (seed, epoch), "
+               "not torch's shuffle=True order)")]] bool shuffle = false;
   uint64_t seed = 0;             // the order of epoch e is a function of (seed, e)
   uint32_t num_workers = 1;      // threads (or processes), at least 1
   bool use_processes = false;    // fork worker processes instead of threads
@@ -46,6 +55,7 @@ struct LoaderOptions {
   uint32_t rank = 0, world_size = 1;  // this rank's share (DistributedSampler's order)
   bool even_split_pad = true;    // ranks get equal shares by repeating samples (false: drop the tail)
 };
+#pragma GCC diagnostic pop
 
 struct LoaderStats {
   uint64_t epoch = 0;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "stoker/sample_order.h"
+#include "stoker/order_recipe.h"
 #include "stoker/status.h"
 
 namespace stoker {
@@ -75,7 +75,7 @@ class NativeDataset {
   // epoch) when shuffling, padded (repeating from the start) or cut to a
   // multiple of world_size, then every world_size-th from rank.  A dataset
   // that streams its data orders samples so that they come shard by shard.
-  virtual std::vector<int64_t> Order(const SampleOrder& o);
+  virtual std::vector<int64_t> Order(const OrderRecipe& o);
   // Called (from any thread) when the loader stops using the dataset's
   // current epoch early; a streaming dataset stops waiting for data.
   virtual void Interrupt() {}

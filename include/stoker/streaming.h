@@ -162,7 +162,7 @@ class StreamingDataset : public NativeDataset {
   Status SampleBytes(uint64_t index, uint64_t* bytes) override;
   std::string Describe() const override;
   Status BeginEpoch(uint64_t epoch) override;
-  std::vector<int64_t> Order(const SampleOrder& o) override;
+  std::vector<int64_t> Order(const OrderRecipe& o) override;
   void Interrupt() override;
   // kCached: the current epoch's shard names, one per line (kFull: "").
   std::string EpochState() const override;

@@ -10,6 +10,7 @@
 #include "glue/py_loader.h"
 #include "glue/py_pump.h"
 #include "shm/arena_layout.h"
+#include "shm/batch_format.h"
 
 namespace py = pybind11;
 
@@ -43,6 +44,11 @@ void BindCodes(py::module_& m) {
       .value("PUBLISHED", PublishOutcome::kPublished)
       .value("CANCELLED", PublishOutcome::kCancelled)
       .finalize();
+  // The element types' names, in DType's order (shm/batch_format.h): the
+  // torch and numpy dtypes stoker._native registers.
+  py::tuple names(static_cast<size_t>(DType::kNumDTypes));
+  for (size_t i = 0; i < names.size(); ++i) names[i] = DTypeName(static_cast<DType>(i));
+  m.attr("DTYPE_NAMES") = names;
   py::native_enum<PumpCode>(m, "PumpCode", "enum.IntEnum")
       .value("BATCH", PumpCode::kBatch)
       .value("ERROR", PumpCode::kError)

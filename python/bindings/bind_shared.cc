@@ -1,5 +1,6 @@
 // Binds src/shared/ (shared memory blocks and containers).  Registration only.
 #include <pybind11/numpy.h>
+#include <pybind11/native_enum.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -75,11 +76,17 @@ void BindShared(py::module_& m) {
              return std::make_pair(ok, expected); })
       .def_property_readonly("block", &SharedCounter::block);
 
+  // (Python's on_exhausted strings are these members' names, lower case.)
+  py::native_enum<OnExhausted>(m, "OnExhausted", "enum.IntEnum")
+      .value("RESET", OnExhausted::kReset)
+      .value("FEWER", OnExhausted::kFewer)
+      .value("RAISE", OnExhausted::kError)
+      .finalize();
   static py::exception<void> bag_exhausted(m, "BagExhausted", PyExc_LookupError);
   py::class_<BagSampler, std::shared_ptr<BagSampler>>(m, "NativeBagSampler")
       .def_static("create", [](const std::vector<uint32_t>& sizes, uint32_t k, const std::vector<double>& w,
-                               uint32_t mode, uint64_t seed) {
-             return Check(BagSampler::Create(sizes, k, w, static_cast<OnExhausted>(mode), seed)); })
+                               OnExhausted mode, uint64_t seed) {
+             return Check(BagSampler::Create(sizes, k, w, mode, seed)); })
       .def_static("_open", [](std::shared_ptr<SharedBlock> b) { return Check(BagSampler::Open(std::move(b))); })
       .def("draw", [](BagSampler& s, int64_t bag, bool with_cycle) -> py::object {
              thread_local std::vector<int64_t> picks;

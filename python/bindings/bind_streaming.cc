@@ -140,7 +140,7 @@ void BindStreaming(py::module_& m) {
       // This rank's order of the current epoch (an EpochOrder).
       .def("order", [](StreamingDataset& d, uint64_t epoch, bool shuffle, uint64_t seed, uint32_t rank,
                        uint32_t world_size, bool pad) {
-             std::vector<int64_t> v = d.Order(SampleOrder{epoch, shuffle, seed, rank, world_size, pad});
+             std::vector<int64_t> v = d.Order(OrderRecipe{epoch, shuffle, seed, rank, world_size, pad});
              return EpochOrderHandle{std::make_shared<VectorOrder>(std::move(v)), nullptr}; })
       .def("use_shards", &StreamingDataset::UseShards)
       .def_property_readonly("epoch_shards", &StreamingDataset::epoch_shards)

@@ -11,8 +11,8 @@ import pickle
 from stoker import _pickle
 from stoker import _stoker as lib
 
-_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32",
-           "uint64", "float16", "bfloat16", "float32", "float64", "complex64", "complex128")
+# The element types the native code knows, by name (DType, shm/batch_format.h).
+_DTYPES = lib.DTYPE_NAMES
 
 try:
     import torch

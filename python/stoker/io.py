@@ -14,8 +14,11 @@ in worker processes as usual.
 Datasets: RawDataset (fixed-size records in a flat file), NpyDataset (one
 .npy file along axis 0, or a directory of .npy files), TFRecordDataset
 (tf.train.Example records), TarShardDataset (WebDataset-style tar shards).
-Transforms: Cast, Normalize, Crop, RandomCrop, Flip, Reshape, Compose
-(dataset.map(...)).  Writers: write_tfrecord, write_tar_shards (and the
+Transforms of arrays (dataset.map(...)): Cast, ArrayNormalize, Crop,
+ArrayRandomCrop, Flip, Reshape, ArrayCompose.  (stoker.vision's Normalize,
+RandomCrop and Compose are torchvision's, for images; these three were called
+Normalize, RandomCrop and Compose too, and those names still work here, with a
+DeprecationWarning.)  Writers: write_tfrecord, write_tar_shards (and the
 `stoker pack` command).
 """
 from __future__ import annotations
@@ -35,7 +38,7 @@ except ImportError:  # pragma: no cover - numpy-only use
     _Base = object
 
 __all__ = ["NativeDataset", "RawDataset", "NpyDataset", "TFRecordDataset", "TarShardDataset",
-           "Cast", "Normalize", "Crop", "RandomCrop", "Flip", "Reshape", "Compose", "MappedDataset",
+           "Cast", "ArrayNormalize", "Crop", "ArrayRandomCrop", "Flip", "Reshape", "ArrayCompose", "MappedDataset",
            "write_tfrecord", "write_tar_shards"]
 
 _IO_MODES = ("pread", "mmap", "direct")
@@ -152,16 +155,16 @@ class NativeDataset(_Base):
         self._native.set_epoch(int(epoch))
 
     def map(self, transform, field: str | None = None, seed: int = 0):
-        """This dataset with `transform` (a native transform, a Compose of
+        """This dataset with `transform` (a native transform, an ArrayCompose of
         them, or any callable) applied to `field` (None: the only field).
         All-native: still a NativeDataset, read by C++ threads.  With a
         Python callable in it: a MappedDataset, loaded by worker processes."""
-        steps = transform.steps if isinstance(transform, Compose) else [transform]
+        steps = transform.steps if isinstance(transform, ArrayCompose) else [transform]
         native: list[_Transform] = []
         for i, s in enumerate(steps):
             if not isinstance(s, _Transform):
-                base = self.map(Compose(native), field, seed) if native else self
-                return MappedDataset(base, Compose(steps[i:]), field)
+                base = self.map(ArrayCompose(native), field, seed) if native else self
+                return MappedDataset(base, ArrayCompose(steps[i:]), field)
             native.append(s)
         if field is None:
             names = [f[0] for f in self._native.fields]
@@ -273,7 +276,7 @@ class _Transform:
         return f"stoker.io.{type(self).__name__}{self._args!r}"
 
     def __call__(self, x):
-        """Applies to one numpy array (after a Python step of a Compose, or
+        """Applies to one numpy array (after a Python step of an ArrayCompose, or
         outside stoker); random steps draw from numpy's global generator."""
         a = np.ascontiguousarray(x)
         dtype, shape, data = self._native.apply(a.dtype.name, list(a.shape), a.tobytes(),
@@ -292,8 +295,8 @@ class Cast(_Transform):
         return N.lib.Transform.cast(dtype)
 
 
-class Normalize(_Transform):
-    """Normalize(mean, std, axis=0): (x - mean[c]) / std[c], c the index
+class ArrayNormalize(_Transform):
+    """ArrayNormalize(mean, std, axis=0): (x - mean[c]) / std[c], c the index
     along `axis` (scalars: every element); float32 out (float64 stays)."""
 
     def __init__(self, mean, std, axis: int = 0):
@@ -318,8 +321,8 @@ class Crop(_Transform):
         return N.lib.Transform.crop(list(offset), list(size))
 
 
-class RandomCrop(_Transform):
-    """RandomCrop(size): a window of `size` of the last len(size) dimensions
+class ArrayRandomCrop(_Transform):
+    """ArrayRandomCrop(size): a window of `size` of the last len(size) dimensions
     at an offset drawn from (seed, epoch, sample index)."""
 
     def __init__(self, size):
@@ -353,8 +356,8 @@ class Reshape(_Transform):
         return N.lib.Transform.reshape(list(shape))
 
 
-class Compose:
-    """Compose([t1, t2, ...]): applies the steps in order.  Native steps
+class ArrayCompose:
+    """ArrayCompose([t1, t2, ...]): applies the steps in order.  Native steps
     stay in C++; a Python callable anywhere moves it and what follows to
     worker processes (dataset.map returns a MappedDataset then)."""
 
@@ -362,7 +365,7 @@ class Compose:
         self.steps = list(steps)
         for s in self.steps:
             if not callable(s):
-                raise TypeError(f"Compose: {s!r} is not a transform or a callable")
+                raise TypeError(f"ArrayCompose: {s!r} is not a transform or a callable")
 
     def __call__(self, x):
         for s in self.steps:
@@ -370,7 +373,25 @@ class Compose:
         return x
 
     def __repr__(self):
-        return f"stoker.io.Compose({self.steps!r})"
+        return f"stoker.io.ArrayCompose({self.steps!r})"
+
+
+def _renamed(old: str, new):
+    """The old name of a transform: makes the new one, with a DeprecationWarning."""
+    def make(*args, **kwargs):
+        import warnings
+        from stoker.errors import user_stacklevel
+        warnings.warn(f"stoker.io.{old} is now stoker.io.{new.__name__} (stoker.vision.{old} is torchvision's, "
+                      f"for images)", DeprecationWarning, stacklevel=user_stacklevel())
+        return new(*args, **kwargs)
+    make.__name__ = make.__qualname__ = old
+    make.__doc__ = f"The old name of {new.__name__} (deprecated)."
+    return make
+
+
+Normalize = _renamed("Normalize", ArrayNormalize)
+RandomCrop = _renamed("RandomCrop", ArrayRandomCrop)
+Compose = _renamed("Compose", ArrayCompose)
 
 
 class _TransformedDataset(NativeDataset):

@@ -328,7 +328,8 @@ class Counter:
 
 # ---- BagSampler --------------------------------------------------------------
 
-_ON_EXHAUSTED = {"reset": 0, "fewer": 1, "raise": 2}
+# on_exhausted's choices: the C++ enum's members (OnExhausted, bag_sampler.h), named in lower case.
+_ON_EXHAUSTED = {m.name.lower(): m for m in N.lib.OnExhausted}
 
 
 class BagSampler:

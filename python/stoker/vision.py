@@ -31,8 +31,19 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from stoker import _native as N
+from stoker import _native  # noqa: F401  (registers torch's and numpy's types first)
 from stoker import io as _io
+
+try:
+    # The image codecs live in their own module, loaded here and only here:
+    # the rest of stoker never maps libjpeg-turbo or libspng.
+    from stoker import _stoker_vision as V
+except ImportError as _e:
+    raise ImportError(
+        "stoker.vision needs the module stoker._stoker_vision (JPEG and PNG decoding: libjpeg-turbo and libspng), "
+        f"which did not load: {_e}.  This stoker was built without images (-DSTOKER_VISION=OFF) or its install is "
+        "broken: reinstall stoker (pip install --force-reinstall stoker); every other part of stoker works without "
+        "it") from _e
 
 try:
     import torch
@@ -46,7 +57,7 @@ __all__ = ["decode_image", "image_size", "Compose", "Resize", "CenterCrop", "Ran
 #: Images above this many pixels are refused as decompression bombs (PIL's
 #: limit: twice its Image.MAX_IMAGE_PIXELS; the decoder's own constant,
 #: kDefaultMaxImagePixels in include/stoker/image.h).
-MAX_IMAGE_PIXELS = N.lib.DEFAULT_MAX_IMAGE_PIXELS
+MAX_IMAGE_PIXELS = V.DEFAULT_MAX_IMAGE_PIXELS
 
 #: The extensions ImageFolder lists (the formats stoker.vision decodes).
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -60,13 +71,13 @@ def decode_image(data, max_pixels: int = MAX_IMAGE_PIXELS) -> np.ndarray:
     uint8 array (H, W, 3), as np.asarray(PIL.Image.open(f).convert("RGB"))
     gives.  Releases the GIL while decoding.  Raises ValueError for a bad,
     truncated or unknown image, or one above `max_pixels`."""
-    h, w, rgb = N.lib.decode_image(data, int(max_pixels))
+    h, w, rgb = V.decode_image(data, int(max_pixels))
     return np.frombuffer(rgb, dtype=np.uint8).reshape(h, w, 3)
 
 
 def image_size(data) -> tuple[str, int, int]:
     """(format, height, width) from the header: ("jpeg" | "png", H, W)."""
-    return tuple(N.lib.image_info(data))
+    return tuple(V.image_info(data))
 
 
 def _draw() -> int:
@@ -223,7 +234,7 @@ class Compose:
             else:
                 raise TypeError(f"Compose: {t!r} is not a transform")
         self._native_steps = native
-        self._pipeline = N.lib.ImagePipeline.make(native) if native else None
+        self._pipeline = V.ImagePipeline.make(native) if native else None
         self._python = rest or None
 
     def _steps(self) -> list[dict]:
@@ -361,7 +372,7 @@ class ImageFolder(_ImageBase):
         self.target_transform = target_transform
         self._args_kw = dict(max_image_pixels=max_image_pixels, on_error=on_error)
         paths = [s[0] for s in self.samples]
-        self._open(lambda pipeline: N.lib.ImageDataset.folder(paths, self.targets, pipeline, int(max_image_pixels),
+        self._open(lambda pipeline: V.ImageDataset.folder(paths, self.targets, pipeline, int(max_image_pixels),
                                                              on_error), transform, on_error)
 
     def __getitem__(self, index: int):
@@ -432,7 +443,7 @@ class ImageDataset(_ImageBase):
         self.dataset, self.image, self.transform = dataset, image, transform
         self._args = (dataset, image, transform)
         self._kw = dict(max_image_pixels=max_image_pixels, on_error=on_error)
-        self._open(lambda pipeline: N.lib.ImageDataset(dataset._native, image, pipeline, int(max_image_pixels),
+        self._open(lambda pipeline: V.ImageDataset(dataset._native, image, pipeline, int(max_image_pixels),
                                                       on_error), transform, on_error)
 
     def set_epoch(self, epoch: int) -> None:

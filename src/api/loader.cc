@@ -122,7 +122,11 @@ void Loader::SetEpoch(uint64_t epoch) {
 Status Loader::StartEpoch() {
   Impl& m = *impl_;
   m.engine->SetEpoch(static_cast<int64_t>(epoch_));
-  const SampleOrder recipe{epoch_, m.o.shuffle, m.o.seed, m.o.rank, m.o.world_size, m.o.even_split_pad};
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const bool shuffled = m.o.seeded_shuffle || m.o.shuffle;  // (the old name still works, with a warning where it is set)
+#pragma GCC diagnostic pop
+  const OrderRecipe recipe{epoch_, shuffled, m.o.seed, m.o.rank, m.o.world_size, m.o.even_split_pad};
   STOKER_RETURN_IF_ERROR(m.runner->Begin(*m.dataset, recipe, m.o.batch_size, m.o.drop_last));
   in_epoch_ = true;
   return Status::OK();

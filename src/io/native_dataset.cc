@@ -22,7 +22,7 @@ Status NativeDataset::SampleBytes(uint64_t, uint64_t* bytes) {
   return Status::OK();
 }
 
-std::vector<int64_t> NativeDataset::Order(const SampleOrder& o) {
+std::vector<int64_t> NativeDataset::Order(const OrderRecipe& o) {
   return o.RankPart(o.Global(size()), RankSplit::kStrided);
 }
 

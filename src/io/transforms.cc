@@ -316,7 +316,7 @@ class Transformed : public NativeDataset {
     NativeDataset::SetEpoch(e);
     return base_->BeginEpoch(e);
   }
-  std::vector<int64_t> Order(const SampleOrder& o) override { return base_->Order(o); }
+  std::vector<int64_t> Order(const OrderRecipe& o) override { return base_->Order(o); }
   void Interrupt() override { base_->Interrupt(); }
   std::string EpochState() const override { return base_->EpochState(); }
   Status RestoreEpoch(const std::string& state) override { return base_->RestoreEpoch(state); }

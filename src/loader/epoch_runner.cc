@@ -4,7 +4,7 @@
 namespace stoker {
 
 uint64_t EpochRunner::SamplesPerRank(uint64_t n, uint32_t world_size, bool pad) {
-  SampleOrder so;
+  OrderRecipe so;
   so.world_size = world_size;
   so.pad = pad;
   return so.PerRank(n);
@@ -15,7 +15,7 @@ uint64_t EpochRunner::Batches(uint64_t samples, uint64_t batch_size, bool drop_l
   return drop_last && batch_size ? samples / per : (samples + per - 1) / per;
 }
 
-Status EpochRunner::Begin(NativeDataset& dataset, const SampleOrder& recipe, uint64_t batch_size, bool drop_last) {
+Status EpochRunner::Begin(NativeDataset& dataset, const OrderRecipe& recipe, uint64_t batch_size, bool drop_last) {
   STOKER_RETURN_IF_ERROR(dataset.BeginEpoch(recipe.epoch));
   Begin(std::make_shared<VectorOrder>(dataset.Order(recipe)), batch_size, drop_last, false);
   return Status::OK();

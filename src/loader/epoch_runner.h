@@ -8,7 +8,7 @@
 //   Begin(source, ...)         indices from elsewhere (a Python sampler)
 // Each Begin resets the Scheduler onto the epoch's source and applies a
 // pending resume point.  The counts an epoch is made of (samples per rank,
-// batches) are computed here and by SampleOrder::PerRank alone, and Python
+// batches) are computed here and by OrderRecipe::PerRank alone, and Python
 // reads them through bindings (stoker._native.lib.samples_per_rank,
 // batches_per_epoch).  What stays in Python is Python's: recognising torch's
 // samplers (_sampling.py) and agreeing on a cached stream's epoch between
@@ -23,7 +23,7 @@
 #include "loader/epoch_source.h"
 #include "loader/scheduler.h"
 #include "stoker/native_dataset.h"
-#include "stoker/sample_order.h"
+#include "stoker/order_recipe.h"
 
 namespace stoker {
 
@@ -50,7 +50,7 @@ class EpochRunner {
   const std::optional<ResumePoint>& pending() const { return pending_; }
 
   // A native dataset's epoch `recipe.epoch`: the dataset told, its order.
-  Status Begin(NativeDataset& dataset, const SampleOrder& recipe, uint64_t batch_size, bool drop_last);
+  Status Begin(NativeDataset& dataset, const OrderRecipe& recipe, uint64_t batch_size, bool drop_last);
   // An epoch of `order` (batch_size 0: batch_size=None).  resume_workers:
   // this is not the iterator's first epoch (Scheduler::Reset).
   void Begin(EpochSource::Order order, uint64_t batch_size, bool drop_last, bool resume_workers);

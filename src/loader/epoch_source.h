@@ -1,4 +1,4 @@
-// EpochSource: an epoch's order (this rank's indices, SampleOrder) served
+// EpochSource: an epoch's order (this rank's indices, OrderRecipe) served
 // to the Scheduler as batches, with no interpreter involved.  The C++ API's
 // Loader and the Python DataLoader (for samplers whose order is native:
 // StreamingDataset's) both use it: one epoch protocol.
@@ -8,7 +8,7 @@
 //   BatchIndices(token)                    a batch's indices again (reports)
 // Resuming mid-epoch is the Scheduler's (SkipDelivered: the batches already
 // delivered are not sent again); the order itself is a function of the
-// SampleOrder, so nothing of it is saved.
+// OrderRecipe, so nothing of it is saved.
 #ifndef STOKER_LOADER_EPOCH_SOURCE_H_
 #define STOKER_LOADER_EPOCH_SOURCE_H_
 

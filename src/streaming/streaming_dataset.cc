@@ -232,7 +232,7 @@ Status StreamingDataset::BeginEpoch(uint64_t epoch) {
   return impl_->BeginEpoch(epoch);
 }
 
-std::vector<int64_t> StreamingDataset::Order(const SampleOrder& o) { return impl_->Order(o); }
+std::vector<int64_t> StreamingDataset::Order(const OrderRecipe& o) { return impl_->Order(o); }
 
 void StreamingDataset::Interrupt() {
   std::lock_guard<std::mutex> g(impl_->mu);

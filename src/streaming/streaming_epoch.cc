@@ -349,7 +349,7 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
   return Status::OK();
 }
 
-std::vector<int64_t> StreamingDataset::Impl::Order(const SampleOrder& so) {
+std::vector<int64_t> StreamingDataset::Impl::Order(const OrderRecipe& so) {
   std::shared_ptr<Epoch> ep = cur.load();
   const size_t P = ep->slots.size();
   std::vector<std::pair<uint64_t, uint64_t>> runs(P);

@@ -142,7 +142,7 @@ struct StreamingDataset::Impl {
   Status BeginEpoch(uint64_t number);
   // This rank's part of the epoch's order; the first call also fixes the
   // order the epoch's shards are fetched and released in.
-  std::vector<int64_t> Order(const SampleOrder& so);
+  std::vector<int64_t> Order(const OrderRecipe& so);
 
   // ---- fetchers (streaming_fetchers.cc) ----
   struct Job {

@@ -14,12 +14,13 @@ import numpy as np
 import torch
 
 import stoker
-from stoker import cache, io, vision
+from stoker import cache, io
 
 
 def extension_libraries() -> list[str]:
-    """What the dynamic loader resolves for the two extension modules (_stoker,
-    and _stoker_remote with libcurl): every library outside the manylinux
+    """What the dynamic loader resolves for the three extension modules
+    (_stoker, _stoker_remote with libcurl, _stoker_vision with the image
+    codecs): every library outside the manylinux
     policy's (glibc's, libstdc++, libgcc_s, zlib) must come from the wheel."""
     here = os.path.dirname(stoker.__file__)
     lines = []
@@ -32,7 +33,8 @@ def extension_libraries() -> list[str]:
                    if line.strip() and "stoker.libs" not in line and not any(a in line for a in allowed)]
         assert not outside, f"{ext} loads system libraries the wheel should carry: {outside}"
         lines += [ext + ":"] + out.splitlines()
-    assert len(lines) > 2 and any(line.startswith("_stoker_remote") for line in lines), lines
+    for module in ("_stoker.", "_stoker_remote", "_stoker_vision"):
+        assert any(line.startswith(module) for line in lines), (module, lines)
     return lines
 
 
@@ -83,7 +85,14 @@ def http_stream(d):
         server.wait(timeout=10)
 
 
+def vision_mapped() -> bool:
+    return any("_stoker_vision" in line for line in open("/proc/self/maps"))
+
+
 def image(jpeg_path):
+    assert not vision_mapped(), "the image codecs were loaded before stoker.vision was imported"
+    from stoker import vision
+    assert vision_mapped()
     data = open(jpeg_path, "rb").read()[1:]  # (the fuzz corpus' first byte is its random word)
     img = vision.decode_image(data)
     assert img.ndim == 3 and img.shape[2] == 3, img.shape

@@ -376,8 +376,8 @@ def images(tmp_path):
 def test_native_transforms_match_numpy(images):
     a, ds = images
     mean, std = [10.0, 20.0, 30.0], [2.0, 4.0, 8.0]
-    t = ds.map(io.Compose([io.Cast("float32"), io.Normalize(mean, std), io.Crop((1, 2), (4, 5)),
-                           io.Flip(-1, p=1.0), io.Reshape((3, -1))]))
+    t = ds.map(io.ArrayCompose([io.Cast("float32"), io.ArrayNormalize(mean, std), io.Crop((1, 2), (4, 5)),
+                                io.Flip(-1, p=1.0), io.Reshape((3, -1))]))
     assert t.fields == [("", "float32", [3, 20], False)]
     ref = ((a.astype(np.float32) - np.array(mean, np.float32)[:, None, None]) /
            np.array(std, np.float32)[:, None, None])[:, :, 1:5, 2:7][..., ::-1].reshape(20, 3, 20)
@@ -388,7 +388,7 @@ def test_native_transforms_match_numpy(images):
 
 def test_random_transforms_depend_on_seed_epoch_and_index_only(images):
     a, ds = images
-    t = ds.map(io.Compose([io.RandomCrop((4, 4)), io.Flip(-1, 0.5)]), seed=7)
+    t = ds.map(io.ArrayCompose([io.ArrayRandomCrop((4, 4)), io.Flip(-1, 0.5)]), seed=7)
 
     def epoch(e, workers):
         loader = stoker.DataLoader(t, batch_size=5, num_workers=workers)
@@ -408,7 +408,7 @@ def test_random_transforms_depend_on_seed_epoch_and_index_only(images):
 
 def test_a_python_transform_moves_work_to_processes(images):
     a, ds = images
-    m = ds.map(io.Compose([io.Cast("float32"), lambda x: x * 2, io.Crop((0, 0), (2, 2))]))
+    m = ds.map(io.ArrayCompose([io.Cast("float32"), lambda x: x * 2, io.Crop((0, 0), (2, 2))]))
     assert isinstance(m, io.MappedDataset)
     before = set(children())
     it = iter(stoker.DataLoader(m, batch_size=4, num_workers=2))
@@ -423,9 +423,26 @@ def test_transform_errors_are_clear(images):
     with pytest.raises(ValueError, match=r"window \(9, 9\) at \(0, 0\) does not fit shape \(3, 8, 10\)"):
         ds.map(io.Crop((0, 0), (9, 9)))
     with pytest.raises(ValueError, match="2 means for axis 0 of shape \\(3, 8, 10\\), which has 3"):
-        ds.map(io.Normalize([1, 2], [1, 1]))
+        ds.map(io.ArrayNormalize([1, 2], [1, 1]))
     with pytest.raises(ValueError, match="every std must be > 0"):
-        io.Normalize(0, 0)
+        io.ArrayNormalize(0, 0)
+
+
+def test_the_old_names_of_the_array_transforms_still_work_and_say_the_new_ones(images):
+    _, ds = images
+    with pytest.warns(DeprecationWarning, match=r"stoker.io.Normalize is now stoker.io.ArrayNormalize") as w:
+        t = io.Normalize(0.5, 0.25)
+    assert w[0].filename == __file__  # the user's line
+    assert isinstance(t, io.ArrayNormalize)
+    with pytest.warns(DeprecationWarning, match="ArrayRandomCrop"):
+        crop = io.RandomCrop((4, 4))
+    with pytest.warns(DeprecationWarning, match="ArrayCompose"):
+        both = io.Compose([t, crop])
+    assert isinstance(both, io.ArrayCompose)
+    new = ds.map(io.ArrayCompose([io.ArrayNormalize(0.5, 0.25), io.ArrayRandomCrop((4, 4))]), seed=3)
+    old = ds.map(both, seed=3)
+    for k in range(len(ds)):
+        np.testing.assert_array_equal(new[k], old[k])
 
 
 # ---- stoker pack, io modes --------------------------------------------------------

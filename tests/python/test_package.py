@@ -20,16 +20,17 @@ def test_version_from_the_command_and_the_module():
     assert out.returncode == 2 and "bench" in out.stderr  # argparse's usage: a command is required
 
 
-def test_type_information_is_installed_and_the_stub_matches_the_extension():
+def test_type_information_is_installed_and_the_stubs_match_the_extensions():
+    from stoker import _stoker_vision
     here = os.path.dirname(stoker.__file__)
     assert os.path.exists(os.path.join(here, "py.typed"))
-    stub = os.path.join(here, "_stoker.pyi")
-    tree = ast.parse(open(stub).read())
-    declared = next(ast.literal_eval(node.value) for node in tree.body
-                    if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "__all__")
-    public = sorted(name for name in dir(N.lib) if not name.startswith("_"))
-    assert sorted(declared) == public, ("python/stoker/_stoker.pyi is out of step with the bindings: regenerate it "
-                                        "(its first lines say how)")
+    for name, module in (("_stoker", N.lib), ("_stoker_vision", _stoker_vision)):
+        tree = ast.parse(open(os.path.join(here, name + ".pyi")).read())
+        declared = next(ast.literal_eval(node.value) for node in tree.body
+                        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "__all__")
+        public = sorted(n for n in dir(module) if not n.startswith("_"))
+        assert sorted(declared) == public, (f"python/stoker/{name}.pyi is out of step with the bindings: regenerate "
+                                            "it (its first lines say how)")
 
 
 def test_torch_is_an_extra():
@@ -72,6 +73,49 @@ assert "_stoker_remote.cpython-311-x86_64-linux-gnu" not in before
 stoker.cache.Store("http://127.0.0.1:9/data")  # (opening connects to nothing)
 after = mapped()
 assert "libcurl" in after and not any(n.startswith("libprotobuf") for n in after), sorted(after)
+print("ok")
+""")
+    assert out.strip().endswith("ok")
+
+
+def test_images_are_a_module_of_their_own_loaded_by_stoker_vision_only():
+    # The codecs (libjpeg-turbo, libspng) live in stoker._stoker_vision: a
+    # loader over anything but images never maps them, and a stoker built
+    # without them (-DSTOKER_VISION=OFF) loads and runs the same.
+    out = _run("""
+import sys, numpy as np, torch, stoker, stoker.io, stoker.streaming
+ds = torch.utils.data.TensorDataset(torch.arange(64.0))
+assert sum(len(b[0]) for b in stoker.DataLoader(ds, batch_size=8, num_workers=2)) == 64
+before = mapped()
+assert "stoker._stoker_vision" not in sys.modules
+assert "_stoker_vision.cpython-311-x86_64-linux-gnu" not in before, sorted(before)
+assert not any(n.startswith(("libturbojpeg", "libspng")) for n in before), sorted(before)
+import stoker.vision as v
+assert "_stoker_vision.cpython-311-x86_64-linux-gnu" in mapped()
+try:
+    v.decode_image(b"not an image")
+except ValueError as e:
+    assert "stoker:" in str(e), e
+else:
+    raise AssertionError("decoded garbage")
+print("ok")
+""")
+    assert out.strip().endswith("ok")
+
+
+def test_a_missing_vision_module_is_named_with_the_fix():
+    out = _run("""
+import sys, torch, stoker, stoker.io
+sys.modules["stoker._stoker_vision"] = None  # (a build without images, as an import sees it)
+try:
+    import stoker.vision
+except ImportError as e:
+    msg = str(e)
+    assert "stoker._stoker_vision" in msg and "STOKER_VISION=OFF" in msg and "reinstall stoker" in msg, msg
+else:
+    raise AssertionError("stoker.vision imported without its module")
+ds = torch.utils.data.TensorDataset(torch.arange(8.0))
+assert sum(len(b[0]) for b in stoker.DataLoader(ds, batch_size=4, num_workers=1)) == 8
 print("ok")
 """)
     assert out.strip().endswith("ok")

@@ -163,7 +163,7 @@ def test_resize_and_center_crop_match_pil_bilinear():
 
 
 def test_random_resized_crop_samples_as_torchvision():
-    pipe = stoker._native.lib.ImagePipeline.make([vision.RandomResizedCrop(224)._step])
+    pipe = vision.V.ImagePipeline.make([vision.RandomResizedCrop(224)._step])
     rng = random.Random(1)
     n = 4000
     for h, w in [(375, 500), (500, 200)]:
@@ -414,7 +414,7 @@ def test_decoding_only_what_the_steps_read_gives_a_whole_decodes_pixels(tmp_path
         Image.fromarray(photo(h, w, seed=i)).save(tmp_path / "c" / f"{i}.jpg", quality=90,
                                                   subsampling=sub)
     ds = vision.ImageFolder(str(tmp_path), transform=vision.Compose(steps))
-    whole = stoker._native.lib.ImagePipeline.make([s._step for s in steps])
+    whole = vision.V.ImagePipeline.make([s._step for s in steps])
     for i, (path, _) in enumerate(ds.samples):
         img = vision.decode_image(open(path, "rb").read())
         for word in range(25):

@@ -65,7 +65,7 @@ TEST(EpochRunner, BeginsTheDatasetsEpochAndServesItsOrder) {
   Scheduler s(e, SchedulerOptions{1, 4, true, false});
   EpochRunner r(&s);
   Recorder ds(10);
-  SampleOrder recipe{3, true, 7, 1, 2, true};  // epoch 3, shuffled, rank 1 of 2
+  OrderRecipe recipe{3, true, 7, 1, 2, true};  // epoch 3, shuffled, rank 1 of 2
   ASSERT_TRUE(r.Begin(ds, recipe, 2, false).ok());
   EXPECT_EQ(ds.begun, (std::vector<uint64_t>{3}));
   EXPECT_TRUE(r.native());

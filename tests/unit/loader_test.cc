@@ -51,7 +51,7 @@ TEST_P(LoaderModes, EveryIndexOncePerEpochInASeededOrder) {
   testing::Watchdog wd(std::chrono::seconds(60));
   LoaderOptions o;
   o.batch_size = 7;
-  o.shuffle = true;
+  o.seeded_shuffle = true;
   o.seed = 11;
   o.num_workers = 2;
   o.use_processes = GetParam();
@@ -82,7 +82,7 @@ TEST(Loader, RanksShareAnEpochLikeDistributedSampler) {
   for (uint32_t r = 0; r < 3; ++r) {
     LoaderOptions o;
     o.batch_size = 4;
-    o.shuffle = true;
+    o.seeded_shuffle = true;
     o.rank = r;
     o.world_size = 3;
     auto l = Loader::Create(std::make_shared<Counting>(10), o);
@@ -167,7 +167,7 @@ TEST(Loader, StateRestoresExactlyAcrossLoaders) {
   testing::Watchdog wd(std::chrono::seconds(60));
   LoaderOptions o;
   o.batch_size = 3;
-  o.shuffle = true;
+  o.seeded_shuffle = true;
   o.seed = 5;
   o.num_workers = 2;
   auto full = Loader::Create(std::make_shared<Counting>(50), o);

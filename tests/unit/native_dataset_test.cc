@@ -16,7 +16,7 @@ using testing::Counting;
 
 TEST(NativeDataset, DefaultOrderIsTheGlobalOrderStridedOverRanks) {
   Counting ds(10);
-  SampleOrder o;
+  OrderRecipe o;
   o.shuffle = true;
   o.seed = 4;
   o.world_size = 3;

@@ -129,7 +129,7 @@ TEST(Streaming, FullModeThroughTheCppLoaderEverySampleOnce) {
   EXPECT_EQ(ds.value()->size(), uint64_t{kShards * kPerShard});
   LoaderOptions lo;
   lo.batch_size = 7;
-  lo.shuffle = true;
+  lo.seeded_shuffle = true;
   lo.num_workers = 2;
   auto l = Loader::Create(ds.value(), lo);
   ASSERT_TRUE(l.ok());
@@ -157,7 +157,7 @@ TEST(Streaming, RanksTakeEqualDisjointContiguousParts) {
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
   std::multiset<int64_t> all;
   for (uint32_t r = 0; r < 3; ++r) {
-    std::vector<int64_t> o = ds.value()->Order(SampleOrder{4, true, 9, r, 3, true});
+    std::vector<int64_t> o = ds.value()->Order(OrderRecipe{4, true, 9, r, 3, true});
     EXPECT_EQ(o.size(), size_t{(kShards * kPerShard + 2) / 3});
     all.insert(o.begin(), o.end());
     // Contiguous in the epoch's shard-by-shard order: few shards per rank.
@@ -168,8 +168,8 @@ TEST(Streaming, RanksTakeEqualDisjointContiguousParts) {
   for (int i = 0; i < kShards * kPerShard; ++i) EXPECT_GE(all.count(i), 1u);
   EXPECT_EQ(all.size(), size_t{(kShards * kPerShard + 2) / 3 * 3});  // padded by repeating
   // The same (seed, epoch) gives the same order; another epoch another.
-  EXPECT_EQ(ds.value()->Order(SampleOrder{4, true, 9, 0, 1, true}), ds.value()->Order(SampleOrder{4, true, 9, 0, 1, true}));
-  EXPECT_NE(ds.value()->Order(SampleOrder{4, true, 9, 0, 1, true}), ds.value()->Order(SampleOrder{5, true, 9, 0, 1, true}));
+  EXPECT_EQ(ds.value()->Order(OrderRecipe{4, true, 9, 0, 1, true}), ds.value()->Order(OrderRecipe{4, true, 9, 0, 1, true}));
+  EXPECT_NE(ds.value()->Order(OrderRecipe{4, true, 9, 0, 1, true}), ds.value()->Order(OrderRecipe{5, true, 9, 0, 1, true}));
   ds.value().reset();
   fs::remove_all(dir);
 }
@@ -184,7 +184,7 @@ TEST(Streaming, GrowingModeEpochsAreTheCachedShardsAndRepeatable) {
   EXPECT_GE(ds.value()->epoch_shards().size(), 3u);
   LoaderOptions lo;
   lo.batch_size = 5;
-  lo.shuffle = true;
+  lo.seeded_shuffle = true;
   auto l = Loader::Create(ds.value(), lo);
   ASSERT_TRUE(l.ok());
   std::vector<int64_t> ys = Epoch(*l.value());
@@ -215,7 +215,7 @@ TEST(Streaming, LoaderStateRepeatsAGrowingEpochsShards) {
   ds1.value()->UseShards({"shard-1.tfrecord", "shard-2.tfrecord", "shard-5.tfrecord"});  // this epoch: these
   LoaderOptions lo;
   lo.batch_size = 5;
-  lo.shuffle = true;
+  lo.seeded_shuffle = true;
   lo.seed = 3;
   auto l1 = Loader::Create(ds1.value(), lo);
   ASSERT_TRUE(l1.ok());
@@ -295,7 +295,7 @@ std::vector<int64_t> ReadAll(StreamingDataset& ds, std::vector<std::string>* err
   float x[64];
   int64_t y = -1;
   uint8_t* dst[2] = {reinterpret_cast<uint8_t*>(x), reinterpret_cast<uint8_t*>(&y)};
-  for (int64_t i : ds.Order(SampleOrder{})) {
+  for (int64_t i : ds.Order(OrderRecipe{})) {
     y = -1;
     Status st = ds.Read(static_cast<uint64_t>(i), dst);
     if (!st.ok()) errors->push_back(st.message());

@@ -1,7 +1,7 @@
-// SampleOrder (include/stoker/sample_order.h).  Shuffles are Fisher-Yates
+// OrderRecipe (include/stoker/order_recipe.h).  Shuffles are Fisher-Yates
 // driven by Mix64 (core/mix.h): the same permutation for the same
 // (seed, epoch) on every machine and in every process.
-#include "stoker/sample_order.h"
+#include "stoker/order_recipe.h"
 
 #include <algorithm>
 #include <numeric>
@@ -11,27 +11,27 @@
 
 namespace stoker {
 
-uint64_t SampleOrder::ShuffleSeed() const { return Mix64(seed ^ Mix64(epoch + 0x5bd1e995)); }
+uint64_t OrderRecipe::ShuffleSeed() const { return Mix64(seed ^ Mix64(epoch + 0x5bd1e995)); }
 
-void SampleOrder::FitToRanks(std::vector<int64_t>* all) const {
+void OrderRecipe::FitToRanks(std::vector<int64_t>* all) const {
   const uint64_t n = all->size(), total = PerRank(n) * std::max<uint32_t>(1, world_size);
   for (uint64_t i = n; i < total; ++i) all->push_back((*all)[(i - n) % n]);
   all->resize(total);
 }
 
-uint64_t SampleOrder::PerRank(uint64_t n) const {
+uint64_t OrderRecipe::PerRank(uint64_t n) const {
   const uint64_t w = std::max<uint32_t>(1, world_size);
   return n == 0 ? 0 : pad ? (n + w - 1) / w : n / w;
 }
 
-std::vector<int64_t> SampleOrder::Global(uint64_t n) const {
+std::vector<int64_t> OrderRecipe::Global(uint64_t n) const {
   std::vector<int64_t> all(n);
   std::iota(all.begin(), all.end(), int64_t{0});
   if (shuffle) MixShuffle(all.begin(), all.end(), ShuffleSeed());
   return all;
 }
 
-std::vector<int64_t> SampleOrder::GlobalByShards(const std::vector<std::pair<uint64_t, uint64_t>>& shards,
+std::vector<int64_t> OrderRecipe::GlobalByShards(const std::vector<std::pair<uint64_t, uint64_t>>& shards,
                                                  uint32_t window) const {
   const size_t P = shards.size(), W = std::max<uint32_t>(1, window);
   std::vector<size_t> pos(P);
@@ -53,7 +53,7 @@ std::vector<int64_t> SampleOrder::GlobalByShards(const std::vector<std::pair<uin
   return all;
 }
 
-std::vector<int64_t> SampleOrder::RankPart(std::vector<int64_t> all, RankSplit split) const {
+std::vector<int64_t> OrderRecipe::RankPart(std::vector<int64_t> all, RankSplit split) const {
   const uint64_t w = std::max<uint32_t>(1, world_size), per = PerRank(all.size());
   if (split == RankSplit::kStrided) {  // the padding and stride of StridedRankOrder, the one rule
     StridedRankOrder part(std::make_shared<VectorOrder>(std::move(all)), per * w, rank, w);

@@ -1,6 +1,6 @@
-// stoker/sample_order.h (src/order/sample_order.cc): the global order of an
+// stoker/order_recipe.h (src/order/order_recipe.cc): the global order of an
 // epoch and each rank's part of it.
-#include "stoker/sample_order.h"
+#include "stoker/order_recipe.h"
 
 #include <gtest/gtest.h>
 
@@ -18,8 +18,8 @@ std::vector<int64_t> Iota(int64_t n) {
   return v;
 }
 
-TEST(SampleOrder, GlobalIsAPermutationFixedBySeedAndEpoch) {
-  SampleOrder o;
+TEST(OrderRecipe, GlobalIsAPermutationFixedBySeedAndEpoch) {
+  OrderRecipe o;
   EXPECT_EQ(o.Global(10), Iota(10));  // not shuffled: the identity
   o.shuffle = true;
   o.seed = 7;
@@ -29,17 +29,17 @@ TEST(SampleOrder, GlobalIsAPermutationFixedBySeedAndEpoch) {
   EXPECT_EQ(sorted, Iota(1000));
   EXPECT_NE(a, Iota(1000));
   EXPECT_EQ(o.Global(1000), a);  // the same in every call and process
-  SampleOrder next = o;
+  OrderRecipe next = o;
   next.epoch = 1;
   EXPECT_NE(next.Global(1000), a);
-  SampleOrder other = o;
+  OrderRecipe other = o;
   other.seed = 8;
   EXPECT_NE(other.Global(1000), a);
   EXPECT_TRUE(o.Global(0).empty());
 }
 
-TEST(SampleOrder, RanksSplitPaddedOrCutStridedOrContiguous) {
-  SampleOrder o;
+TEST(OrderRecipe, RanksSplitPaddedOrCutStridedOrContiguous) {
+  OrderRecipe o;
   o.world_size = 3;
   const std::vector<int64_t> all = Iota(10);
   EXPECT_EQ(o.PerRank(10), 4u);  // padded: 12 places, the first two repeated
@@ -64,10 +64,10 @@ TEST(SampleOrder, RanksSplitPaddedOrCutStridedOrContiguous) {
   EXPECT_EQ(std::vector<int64_t>(seen.begin(), seen.end()), all);
 }
 
-TEST(SampleOrder, ByShardsKeepsAWindowOfShardsTogether) {
+TEST(OrderRecipe, ByShardsKeepsAWindowOfShardsTogether) {
   // Four shards of 5 samples; windows of two shards.
   std::vector<std::pair<uint64_t, uint64_t>> shards{{0, 5}, {5, 5}, {10, 5}, {15, 5}};
-  SampleOrder o;
+  OrderRecipe o;
   EXPECT_EQ(o.GlobalByShards(shards, 2), Iota(20));  // not shuffled: shard order
   o.shuffle = true;
   o.seed = 3;
@@ -88,3 +88,12 @@ TEST(SampleOrder, ByShardsKeepsAWindowOfShardsTogether) {
 
 }  // namespace
 }  // namespace stoker
+
+// The old names still compile (with a deprecation warning where they are used).
+#include "stoker/sample_order.h"
+#include "stoker/loader.h"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static_assert(std::is_same_v<stoker::SampleOrder, stoker::OrderRecipe>);
+static_assert(sizeof(stoker::LoaderOptions{}.shuffle) == sizeof(bool));
+#pragma GCC diagnostic pop
