@@ -41,7 +41,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from stoker import _native as N
 from stoker._store import Store, _storage_options
 from stoker.errors import user_stacklevel
-from stoker.io import NativeDataset, _check_choice, _feature_specs, _tar_decls
+from stoker.io import NativeDataset, _feature_specs, _tar_decls
 
 try:
     from torch.utils.data import Sampler as _SamplerBase
@@ -106,23 +106,15 @@ def _streaming_options(remote, local, max_bytes, mode, *, features, fields, shar
     """StreamingDataset's arguments as the native StreamingOptions, checked:
     the one place they are turned into options (the opening process's
     dataset and a worker's reader both come from it)."""
-    _check_choice("mode", mode, ("full", "cached"))
-    _check_choice("eviction", eviction, ("oldest", "lru"))
-    _check_choice("on_error", on_error, ("raise", "skip"))
+    # The options' rules are C++'s (StreamingOptions' setters and
+    # StreamingDataset::Open); here only what C++ cannot see: which argument
+    # was given, and an int's sign before it becomes an unsigned one.
     if features is not None and fields is not None:
         raise ValueError("StreamingDataset: features= is for TFRecord shards, fields= for tar shards: give one")
-    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
-        raise ValueError(f"StreamingDataset: max_bytes should be an int >= 0 (bytes), got {max_bytes!r}")
-    if max_bytes == 0 and mode != "full":
-        raise ValueError("StreamingDataset: max_bytes=0 (no cache) is for mode='full'; mode 'cached' reads "
-                         "what it cached, so it needs a budget > 0")
-    if fetchers is not None and (not isinstance(fetchers, int) or isinstance(fetchers, bool) or fetchers < 1):
-        raise ValueError(f"StreamingDataset: fetchers should be an int >= 1 or None (chosen), got {fetchers!r}")
-    for name, v in (("prefetch", prefetch), ("stream_buffers", stream_buffers),
-                    ("shuffle_window", shuffle_window), ("min_shards", min_shards)):
-        least = 0 if name in ("prefetch", "stream_buffers") else 1
-        if not isinstance(v, int) or isinstance(v, bool) or v < least:
-            raise ValueError(f"StreamingDataset: {name} should be an int >= {least}, got {v!r}")
+    for name, v in (("max_bytes", max_bytes), ("fetchers", fetchers or 0), ("prefetch", prefetch),
+                    ("stream_buffers", stream_buffers), ("shuffle_window", shuffle_window), ("min_shards", min_shards)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"StreamingDataset: {name} should be an int >= 0, got {v!r}")
     o = N.lib.StreamingOptions()
     o.remote, o.local, o.max_bytes, o.mode, o.eviction = remote, local, int(max_bytes), mode, eviction
     if shards is not None:

@@ -56,9 +56,9 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
   if (o.remote.empty()) return Status::InvalidArgument("StreamingDataset: remote (the store's URL or directory) is empty");
   if (o.local.empty()) return Status::InvalidArgument(what + ": local (the cache directory) is empty");
   if (o.max_bytes == 0 && o.mode != StreamingMode::kFull)
-    return Status::InvalidArgument(what + ": max_bytes (the cache's budget) must be > 0 in mode 'cached', whose "
-                                   "epochs read what is cached (mode 'full' takes 0: every shard streamed through "
-                                   "memory, none kept)");
+    return Status::InvalidArgument(what + ": max_bytes=0 (no cache) is for mode='full' (every shard streamed "
+                                   "through memory, none kept); max_bytes must be > 0 in mode 'cached', whose "
+                                   "epochs read what is cached");
   std::optional<cpu_set_t> fetcher_cpus;
   if (!o.fetcher_cpus.empty()) {
     Result<cpu_set_t> set = CpuSetOf(o.fetcher_cpus, "fetcher_cpus");
@@ -66,6 +66,7 @@ Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const Streaming
     fetcher_cpus = set.value();
   }
   if (o.shuffle_window < 1) return Status::InvalidArgument(what + ": shuffle_window must be at least 1");
+  if (o.min_shards < 1) return Status::InvalidArgument(what + ": min_shards must be at least 1");
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.o = o;
