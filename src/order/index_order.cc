@@ -28,4 +28,65 @@ Status StridedRankOrder::Read(uint64_t pos, uint64_t n, int64_t* out) {
   return Status::OK();
 }
 
+RemainderOrder::RemainderOrder(std::shared_ptr<IndexOrder> base, std::vector<PlaceRange> consumed)
+    : base_(std::move(base)) {
+  const uint64_t len = base_->size();
+  std::sort(consumed.begin(), consumed.end(),
+            [](const PlaceRange& a, const PlaceRange& b) { return a.begin < b.begin; });
+  for (PlaceRange r : consumed) {
+    r.end = std::min(r.end, len);
+    if (r.begin >= r.end) continue;
+    if (!ranges_.empty() && r.begin <= ranges_.back().end) {
+      ranges_.back().end = std::max(ranges_.back().end, r.end);  // overlapping or touching: one range
+    } else {
+      ranges_.push_back(r);
+    }
+  }
+  uint64_t taken = 0;
+  for (const PlaceRange& r : ranges_) {
+    kept_before_.push_back(r.begin - taken);
+    taken += r.end - r.begin;
+  }
+  size_ = len - taken;
+}
+
+void RemainderOrder::Locate(uint64_t pos, uint64_t* place, uint64_t* run) const {
+  // The ranges whose kept places before them are at most pos lie before it.
+  const size_t i = static_cast<size_t>(std::upper_bound(kept_before_.begin(), kept_before_.end(), pos) -
+                                       kept_before_.begin());
+  const uint64_t taken = i == 0 ? 0 : ranges_[i - 1].end - kept_before_[i - 1];  // places consumed before
+  *place = pos + (i == 0 ? 0 : taken);
+  *run = (i < ranges_.size() ? ranges_[i].begin : base_->size()) - *place;
+}
+
+Status RemainderOrder::Read(uint64_t pos, uint64_t n, int64_t* out) {
+  if (pos + n > size_) return Status::InvalidArgument("order positions past its end");
+  while (n > 0) {
+    uint64_t place = 0, run = 0;
+    Locate(pos, &place, &run);
+    const uint64_t k = std::min(n, run);
+    STOKER_RETURN_IF_ERROR(base_->Read(place, k, out));
+    pos += k;
+    out += k;
+    n -= k;
+  }
+  return Status::OK();
+}
+
+std::vector<PlaceRange> ConsumedPlaces(const std::vector<PlaceRange>& read, uint32_t world, bool strided,
+                                       uint64_t total) {
+  const uint64_t w = std::max<uint32_t>(1, world);
+  std::vector<PlaceRange> out;
+  for (const PlaceRange& r : read) {
+    if (r.begin >= r.end) continue;
+    if (strided) {
+      out.push_back({r.begin * w, r.end * w});
+    } else {
+      const uint64_t per = total / w;
+      for (uint64_t rank = 0; rank < w; ++rank) out.push_back({rank * per + r.begin, rank * per + r.end});
+    }
+  }
+  return out;
+}
+
 }  // namespace stoker

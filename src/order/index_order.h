@@ -50,6 +50,44 @@ class StridedRankOrder : public IndexOrder {
   uint32_t rank_, world_;
 };
 
+// A run of places [begin, end) of an order.
+struct PlaceRange {
+  uint64_t begin = 0, end = 0;
+  bool operator==(const PlaceRange&) const = default;
+};
+
+// What is left of `base` once the places in `consumed` are taken out, in
+// base's order: an epoch resumed on another topology reads this (the places
+// the ranks before had consumed, docs/design/epoch_protocol.md).  `consumed`
+// may be in any order and overlap; places past base's end are ignored.
+// Position p costs a binary search over the ranges; nothing is copied.
+class RemainderOrder : public IndexOrder {
+ public:
+  RemainderOrder(std::shared_ptr<IndexOrder> base, std::vector<PlaceRange> consumed);
+  uint64_t size() const override { return size_; }
+  Status Read(uint64_t pos, uint64_t n, int64_t* out) override;
+  // The ranges taken out: sorted, disjoint, within base's length.
+  const std::vector<PlaceRange>& consumed() const { return ranges_; }
+
+ private:
+  // base's place of remainder position `pos`, and how many places after it
+  // are kept before the next consumed range (the run it starts).
+  void Locate(uint64_t pos, uint64_t* place, uint64_t* run) const;
+  std::shared_ptr<IndexOrder> base_;
+  std::vector<PlaceRange> ranges_;
+  std::vector<uint64_t> kept_before_;  // remainder positions before range i
+  uint64_t size_ = 0;
+};
+
+// The places of a global order that W ranks consumed, each having read the
+// positions `read` (ranges of positions in its own part; the ranks in
+// lockstep read the same ones): with the strided split (DistributedSampler's),
+// position j of every rank is places [j*W, (j+1)*W); with the contiguous split
+// of a global order of `total` places (each rank a run of total/W), rank r's
+// position j is place r*total/W + j.
+std::vector<PlaceRange> ConsumedPlaces(const std::vector<PlaceRange>& read, uint32_t world, bool strided,
+                                       uint64_t total);
+
 }  // namespace stoker
 
 #endif  // STOKER_ORDER_INDEX_ORDER_H_
