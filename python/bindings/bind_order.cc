@@ -67,6 +67,22 @@ void BindOrder(py::module_& m) {
   m.def("feistel_order", [](uint64_t n, uint64_t seed, uint64_t epoch) {
           return EpochOrderHandle{std::make_shared<FeistelOrder>(n, FeistelOrder::SeedFor(seed, epoch)), nullptr};
         }, "A keyed permutation of [0, n) from (seed, epoch), with no storage.");
+  m.def("iota_order", [](uint64_t n) { return EpochOrderHandle{std::make_shared<IotaOrder>(n), nullptr}; },
+        "0, 1, ..., n-1, with no storage.");
+  m.def("remainder_order", [](const EpochOrderHandle& base, const std::vector<std::pair<uint64_t, uint64_t>>& consumed) {
+          std::vector<PlaceRange> ranges;
+          for (const auto& [b, e] : consumed) ranges.push_back({b, e});
+          return EpochOrderHandle{std::make_shared<RemainderOrder>(base.order, std::move(ranges)), nullptr};
+        }, "`base` less the places in `consumed` ([(begin, end), ...]), in base's order.");
+  m.def("consumed_places", [](const std::vector<std::pair<uint64_t, uint64_t>>& read, uint32_t world, bool strided,
+                              uint64_t total) {
+          std::vector<PlaceRange> in;
+          for (const auto& [b, e] : read) in.push_back({b, e});
+          std::vector<std::pair<uint64_t, uint64_t>> out;
+          for (const PlaceRange& r : ConsumedPlaces(in, world, strided, total)) out.emplace_back(r.begin, r.end);
+          return out;
+        }, "The places of a global order (`total` long once split) that `world` ranks in lockstep consumed, each "
+           "having read the positions `read` of its own part.");
   m.def("strided_rank_order", [](const EpochOrderHandle& base, uint64_t total, uint32_t rank, uint32_t world) {
           if (world < 1 || rank >= world)
             Throw(Status::InvalidArgument("rank " + std::to_string(rank) + " is not below world size " + std::to_string(world)));

@@ -26,7 +26,7 @@ import torch
 import torch.utils.data
 from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
-from stoker import _cuda, _local, _reaper, _resume, _sampling
+from stoker import _cuda, _local, _reaper, _resume, _sampling, _topology
 from stoker import _native as N
 from stoker._diagnose import OomWatch
 from stoker._progress import Throughput
@@ -152,6 +152,9 @@ class _StokerIter(_BaseDataLoaderIter):
             from stoker._rng_state import RngBoard
             self._rng_board = RngBoard.for_prefetch(nw, most)
             saved = resume.get("worker_rng") if resume is not None else None
+            if saved is not None and (resume.get("world_size"), resume.get("batch_size", loader.batch_size)) != \
+                    (self._world_size, loader.batch_size):
+                saved = None  # another topology: other batches, whose streams were never drawn
             if saved is not None and len(saved) == nw:
                 from stoker.distributed import rank_and_world_size
                 here = rank_and_world_size()[0]
@@ -279,8 +282,10 @@ class _StokerIter(_BaseDataLoaderIter):
         # The order of this epoch is drawn now, not at the first batch, so the
         # random state saved with it is the one that drew it.
         self._epoch_rng = rng_snapshot(loader)
+        recipe = {}
         native_order = None if self._is_iterable else _native_order(loader, self._auto_collation,
-                                                                     self._pending_generators)
+                                                                     self._pending_generators, recipe)
+        native_order, resume = self._plan_order(loader, recipe, native_order, resume)
         if native_order is None:
             self._sampler_iter = _eager(self._sampler_iter)
         elif not self._num_workers:  # batches of the native order, with no list of every index
@@ -326,6 +331,33 @@ class _StokerIter(_BaseDataLoaderIter):
             except TypeError:
                 total = None
             self._progress = Progress(self.stats, total)
+
+    def _plan_order(self, loader, recipe: dict, native_order, resume):
+        """What the epoch's global order is made of (self._recipe, with this
+        loader's split in self._split) and, for a resumed epoch whose state
+        knows it, the rest of that epoch on this topology (stoker._topology):
+        a new order and nothing to skip when the world size or batch size
+        changed, else the saved order with its delivered batches skipped."""
+        self._recipe = dict(recipe) if recipe else None
+        self._segments = []
+        self._split = (recipe.get("world", 1), recipe.get("rank", 0), recipe.get("pad", True))
+        saved = resume.get("order") if resume is not None else None
+        if saved is None or self._is_iterable:
+            return native_order, resume
+        if not recipe:
+            sampler = type(loader.sampler).__name__
+            raise ValueError(f"stoker: the state describes its epoch's order, but this loader's sampler ({sampler}) "
+                             f"is not one whose order stoker knows ({_topology.KNOWN}): it cannot place the rest of "
+                             "the epoch")
+        world, rank, pad = self._split
+        part, self._segments, same = _topology.resumed_order(saved, resume, world, rank, pad, loader.batch_size,
+                                                             len(loader.dataset))
+        self._recipe = saved["recipe"]
+        if same and not self._segments:
+            return native_order, resume  # the uninterrupted run's order, as the sampler made it
+        if not same:
+            resume = dict(resume, delivered=0, delivered_extra=[])  # what was delivered is not in `part`
+        return part, resume
 
     def _close_progress(self):
         progress, self._progress = getattr(self, "_progress", None), None
@@ -561,7 +593,7 @@ def _native_source(loader, is_iterable):
     return ds._native
 
 
-def _native_order(loader, auto_collation, pending: dict):
+def _native_order(loader, auto_collation, pending: dict, recipe: dict):
     """The epoch's order, begun now, where the sampler's order is made
     natively (a StreamingDataset's, torch's RandomSampler and
     DistributedSampler, stoker's ScalableShuffleSampler: _sampling.py) and
@@ -573,7 +605,10 @@ def _native_order(loader, auto_collation, pending: dict):
         bs = loader.batch_sampler
         if type(bs) is not BatchSampler or bs.sampler is not sampler:
             return None
-    return _sampling.native_epoch(sampler, pending)
+    order = _sampling.native_epoch(sampler, pending, recipe)
+    if recipe and "rank" not in recipe:
+        recipe["rank"] = int(getattr(sampler, "rank", 0))
+    return order
 
 
 def _eager(it):

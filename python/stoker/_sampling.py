@@ -86,16 +86,26 @@ def _seed64(seed: int) -> int:
     return int(seed) & 0xFFFF_FFFF_FFFF_FFFF  # manual_seed's wrap of a negative seed
 
 
-def native_epoch(sampler, pending: Optional[dict] = None) -> Optional[object]:
+def native_epoch(sampler, pending: Optional[dict] = None, recipe: Optional[dict] = None) -> Optional[object]:
     """This epoch's order of `sampler` as an EpochOrder, begun now; None
     where the sampler is not one whose order stoker makes.  A RandomSampler
-    with a generator of its own needs `pending` (the caller settles it)."""
+    with a generator of its own needs `pending` (the caller settles it).
+    `recipe`, when given, receives what the epoch's global order is made
+    from (stoker._topology: an epoch resumed on another topology), for the
+    samplers whose global order stoker knows; it is left empty for others."""
     import torch
-    from torch.utils.data import DistributedSampler, RandomSampler
+    from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
 
+    if recipe is None:
+        recipe = {}
     own = getattr(sampler, "_stoker_native_order", None)
     if own is not None:
-        return own()
+        order = own()
+        recipe.update(getattr(sampler, "_stoker_recipe", lambda: {})() or {})
+        return order
+    if type(sampler) is SequentialSampler:
+        recipe.update(kind="iota", n=len(sampler.data_source), world=1, pad=True)
+        return None
     if type(sampler) is RandomSampler:
         if sampler.replacement:
             return None
@@ -105,14 +115,19 @@ def native_epoch(sampler, pending: Optional[dict] = None) -> Optional[object]:
         g = sampler.generator
         if g is None:
             # As RandomSampler does: a seed from torch's global generator.
-            seed = int(torch.empty((), dtype=torch.int64).random_().item())
-            return N.lib.torch_randperm_seeded(n, _seed64(seed), k)
+            seed = _seed64(int(torch.empty((), dtype=torch.int64).random_().item()))
+            if k == n:
+                recipe.update(kind="randperm", n=n, seed=seed, world=1, pad=True)
+            return N.lib.torch_randperm_seeded(n, seed, k)
         if pending is None:
             return None
         settle(pending, g, complete=False)  # (an epoch left early; one that ended was settled then)
         state = _mt_of(g)
         if state is None:
             return None
+        if k == n:
+            recipe.update(kind="randperm_state", n=n, words=state[0], left=state[1], next=state[2], world=1,
+                          pad=True)
         # With k == n, RandomSampler draws one more, empty, permutation at the
         # end of the epoch: the generator ends where torch leaves it.
         order = N.lib.torch_randperm(n, k, *state, 1 if k == n else 0)
@@ -120,12 +135,16 @@ def native_epoch(sampler, pending: Optional[dict] = None) -> Optional[object]:
         return order
     if isinstance(sampler, DistributedSampler) and (type(sampler) is DistributedSampler or
                                                     getattr(sampler, "_stoker_sharded", False)):
-        if not sampler.shuffle:
-            return None
         n = len(sampler.dataset)
+        where = dict(world=sampler.num_replicas, pad=not sampler.drop_last)
+        if not sampler.shuffle:
+            recipe.update(kind="iota", n=n, **where)
+            return None
         if n == 0 or n >= 1 << 32:
             return None
-        base = N.lib.torch_randperm_seeded(n, _seed64(sampler.seed + sampler.epoch), n)
+        seed = _seed64(sampler.seed + sampler.epoch)
+        recipe.update(kind="randperm", n=n, seed=seed, **where)
+        base = N.lib.torch_randperm_seeded(n, seed, n)
         return N.lib.strided_rank_order(base, sampler.total_size, sampler.rank, sampler.num_replicas)
     return None
 

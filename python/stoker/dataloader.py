@@ -19,6 +19,7 @@ import torch.utils.data
 from torch.utils.data import IterableDataset
 
 from stoker import _native as N
+from stoker import _topology
 from stoker._loader_iter import _StokerIter
 from stoker._resume import STATE_VERSION, rng_snapshot
 from stoker.errors import user_stacklevel
@@ -250,9 +251,18 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             # from the saved states.
             self._iterator._shutdown_workers()
             self._iterator = None
-        if (state["rank"], state["world_size"]) != (self.rank, self.world_size):
-            raise ValueError(f"the state was saved by rank {state['rank']} of {state['world_size']}, and this "
-                             f"loader is rank {self.rank} of {self.world_size}: each rank loads its own state")
+        moved = (state["rank"], state["world_size"], state.get("batch_size", self.batch_size)) != \
+            (self.rank, self.world_size, self.batch_size)
+        if moved and (state["delivered"] or state["delivered_extra"]) and state.get("order") is None:
+            why = ("an IterableDataset's stream is split between ranks and workers by the dataset itself"
+                   if state["iterable"] else
+                   "its epoch's order is its sampler's own (stoker resumes on another topology for "
+                   f"{_topology.KNOWN})")
+            raise ValueError(f"the state was saved by rank {state['rank']} of {state['world_size']} with batch_size="
+                             f"{state.get('batch_size', self.batch_size)}, and this loader is rank {self.rank} of "
+                             f"{self.world_size} with batch_size={self.batch_size}: it cannot resume mid-epoch on "
+                             f"another topology, because {why}. Load it with the saved topology, or from a state "
+                             "taken between epochs")
         if state["epoch"] is not None:
             self.set_epoch(state["epoch"])
         self._resume = state

@@ -55,7 +55,14 @@ class ScalableShuffleSampler(torch.utils.data.Sampler[int]):
         if not self._explicit:
             self.epoch += 1
         self._explicit = False
+        self._begun = epoch
         return self._order(epoch)
+
+    def _stoker_recipe(self):
+        """The global order of the epoch _stoker_native_order began
+        (stoker._topology)."""
+        return dict(kind="feistel", n=self.n, seed=self.seed & 0xFFFF_FFFF_FFFF_FFFF, epoch=self._begun,
+                    world=self.num_replicas, pad=not self.drop_last)
 
     def _order(self, epoch: int):
         order = N.lib.feistel_order(self.n, self.seed & 0xFFFF_FFFF_FFFF_FFFF, epoch)

@@ -12,6 +12,12 @@ Status VectorOrder::Read(uint64_t pos, uint64_t n, int64_t* out) {
   return Status::OK();
 }
 
+Status IotaOrder::Read(uint64_t pos, uint64_t n, int64_t* out) {
+  if (pos + n > n_) return Status::InvalidArgument("order positions past its end");
+  for (uint64_t k = 0; k < n; ++k) out[k] = static_cast<int64_t>(pos + k);
+  return Status::OK();
+}
+
 StridedRankOrder::StridedRankOrder(std::shared_ptr<IndexOrder> base, uint64_t total, uint32_t rank, uint32_t world)
     : base_(std::move(base)), total_(total), rank_(rank), world_(std::max<uint32_t>(1, world)) {
   size_ = total_ > rank_ ? (total_ - rank_ + world_ - 1) / world_ : 0;

@@ -35,6 +35,17 @@ class VectorOrder : public IndexOrder {
   std::vector<int64_t> v_;
 };
 
+// 0, 1, ..., n-1 with no storage (an unshuffled epoch of any size).
+class IotaOrder : public IndexOrder {
+ public:
+  explicit IotaOrder(uint64_t n) : n_(n) {}
+  uint64_t size() const override { return n_; }
+  Status Read(uint64_t pos, uint64_t n, int64_t* out) override;
+
+ private:
+  uint64_t n_;
+};
+
 // Rank `rank`'s part of `base` as torch's DistributedSampler takes it:
 // `base` made `total` long (repeated from its start, or cut), then every
 // world-th place from `rank` on.

@@ -33,6 +33,15 @@ TEST(IndexOrder, RanksTakeEveryWorldthPlacePaddedOrCut) {
   EXPECT_FALSE(base->Read(4, 2, &x).ok());
 }
 
+TEST(IndexOrder, IotaIsTheIdentityWithNoStorage) {
+  IotaOrder o(5);
+  EXPECT_EQ(All(o), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  int64_t x[2];
+  ASSERT_TRUE(IotaOrder(uint64_t{1} << 40).Read((uint64_t{1} << 40) - 2, 2, x).ok());
+  EXPECT_EQ(x[1], (int64_t{1} << 40) - 1);
+  EXPECT_FALSE(o.Read(4, 2, x).ok());
+}
+
 TEST(IndexOrder, TheRemainderIsTheOrderLessItsConsumedPlaces) {
   std::mt19937_64 rng(7);
   for (int trial = 0; trial < 300; ++trial) {

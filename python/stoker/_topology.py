@@ -1,0 +1,104 @@
+"""An epoch resumed on another topology: another world size or batch size
+(docs/design/epoch_protocol.md, "Resuming on another world size").
+
+An epoch's global order (every rank's samples, before the rank split) is a
+function of a small recipe the loader records when the epoch begins
+(_sampling.native_epoch): torch's randperm of a seed, or of a generator's
+state, a keyed Feistel permutation, or the identity.  Ranks in lockstep that
+stop mid-epoch have consumed a set of places of that order that their
+common delivered batches determine (ConsumedPlaces, src/order/index_order.h);
+a job that resumes on W' ranks reads what remains (RemainderOrder), split
+between its ranks as DistributedSampler splits (padded by repeating the
+remainder's start, or cut).  Each such resume is a segment of the epoch: the
+state carries the recipe and the segments, a few numbers each, and the order
+is rebuilt from them, the same on every rerun, with nothing replayed.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from stoker import _native as N
+
+#: The samplers whose global order stoker knows, for messages.
+KNOWN = ("torch's SequentialSampler and RandomSampler (without replacement, num_samples=len(dataset)), "
+         "DistributedSampler, stoker's distributed=True and shuffle='scalable'")
+
+
+def global_order(recipe: dict):
+    """The epoch's global order (an EpochOrder) from its recipe."""
+    kind, n = recipe["kind"], int(recipe["n"])
+    if kind == "iota":
+        return N.lib.iota_order(n)
+    if kind == "randperm":
+        return N.lib.torch_randperm_seeded(n, int(recipe["seed"]), n)
+    if kind == "randperm_state":
+        return N.lib.torch_randperm(n, n, recipe["words"], int(recipe["left"]), int(recipe["next"]), 0)
+    if kind == "feistel":
+        return N.lib.feistel_order(n, int(recipe["seed"]), int(recipe["epoch"]))
+    raise ValueError(f"stoker: an epoch order of unknown kind {kind!r} in the loader state")
+
+
+def rank_part(order, world: int, rank: int, pad: bool):
+    """Rank `rank`'s part of `order` (DistributedSampler's split), and how
+    many places the split covers (per rank times world)."""
+    per = N.lib.samples_per_rank(len(order), world, pad)
+    return N.lib.strided_rank_order(order, per * world, rank, world), per * world
+
+
+def read_positions(delivered: int, extra, batch_size: Optional[int], per_rank: int) -> list:
+    """The positions of a rank's part its delivered batches covered: every
+    batch below `delivered` and those in `extra`, as [begin, end) runs."""
+    b = batch_size or 1
+    runs = [(0, min(delivered * b, per_rank))] if delivered else []
+    for k in sorted(int(e) for e in extra):
+        lo, hi = k * b, min((k + 1) * b, per_rank)
+        if lo >= hi:
+            continue
+        if runs and lo <= runs[-1][1]:
+            runs[-1] = (runs[-1][0], max(runs[-1][1], hi))
+        else:
+            runs.append((lo, hi))
+    return [list(r) for r in runs if r[0] < r[1]]
+
+
+def _less(order, seg: dict):
+    """`order` less the places segment `seg` consumed of it."""
+    consumed = N.lib.consumed_places([tuple(r) for r in seg["read"]], int(seg["world"]), True, int(seg["total"]))
+    return N.lib.remainder_order(order, consumed)
+
+
+def fold(recipe: dict, segments: list):
+    """The global order less what every finished segment consumed."""
+    order = global_order(recipe)
+    for seg in segments:
+        order = _less(order, seg)
+    return order
+
+
+def segment(order, world: int, pad: bool, delivered: int, extra, batch_size: Optional[int]) -> dict:
+    """The segment a job of `world` ranks made of `order` (the folded global
+    order it split) by delivering these batches."""
+    per = N.lib.samples_per_rank(len(order), world, pad)
+    return {"world": int(world), "total": int(per * world),
+            "read": read_positions(int(delivered), extra, batch_size, per)}
+
+
+def resumed_order(saved: dict, state: dict, world: int, rank: int, pad: bool, batch_size: Optional[int],
+                  n: int):
+    """This rank's order for the rest of the epoch `state` describes, and the
+    segments the epoch has had so far; `same` when the topology is the saved
+    one (the order is then the uninterrupted run's, and the delivered batches
+    are skipped as before)."""
+    recipe = saved["recipe"]
+    if int(recipe["n"]) != n:
+        raise ValueError(f"the state's epoch is of a dataset of {recipe['n']} samples, and this loader's dataset has "
+                         f"{n}: resume with the same dataset")
+    segments = list(saved["segments"])
+    order = fold(recipe, segments)
+    same = (int(saved["world"]), saved["batch_size"], bool(saved["pad"])) == (world, batch_size, pad)
+    if not same and (state["delivered"] or state["delivered_extra"]):
+        segments.append(segment(order, int(saved["world"]), bool(saved["pad"]), state["delivered"],
+                                state["delivered_extra"], saved["batch_size"]))
+        order = _less(order, segments[-1])
+    part, _ = rank_part(order, world, rank, pad)
+    return part, segments, same

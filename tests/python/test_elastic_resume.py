@@ -1,0 +1,233 @@
+"""Resume on any topology (issue 49, stoker._topology): a state saved
+mid-epoch by any rank of a W-rank job is loaded by every rank of a W'-rank
+job with another num_workers and batch size, and over the whole epoch every
+sample is delivered exactly once.  The ranks run as real processes under
+torchrun (gloo); the other tests run a job's ranks one after another in one
+process (a sampler given its rank), which is what lockstep ranks do."""
+import collections
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DistributedSampler, RandomSampler, Sampler
+
+import stoker
+from stoker.sampling import ScalableShuffleSampler
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCHRUN = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
+N = 10007  # prime: no world size or batch size divides it
+
+# (world, num_workers, batch_size, batches each rank reads; None: the rest)
+SEGMENTS = [(4, 3, 60, 2), (3, 2, 80, 1), (6, 5, 60, 1), (1, 0, 16, None)]
+
+
+class Samples(torch.utils.data.Dataset):
+    def __init__(self, n=N):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return i
+
+
+def run_segments(make_loader, segments=SEGMENTS, counts=None):
+    """Each segment's ranks one after another, each reading its batches;
+    rank 0's state goes to the next segment.  Returns the sample counts."""
+    counts = collections.Counter() if counts is None else counts
+    state = None
+    for world, workers, batch, stop in segments:
+        states = []
+        for rank in range(world):
+            loader = make_loader(world, rank, workers, batch)
+            if state is not None:
+                loader.load_state_dict(state)
+            it = iter(loader)
+            for k, b in enumerate(it):
+                counts.update(int(v) for v in np.asarray(b).reshape(-1))
+                if k + 1 == stop:
+                    break
+            states.append(loader.state_dict())
+            del it
+        assert all(s["delivered"] == states[0]["delivered"] for s in states), "ranks in lockstep"
+        state = states[0]
+    return counts, state
+
+
+def exactly_once(counts, n=N):
+    assert len(counts) == n, f"{n - len(counts)} samples never delivered"
+    repeated = {i: c for i, c in counts.items() if c != 1}
+    assert not repeated, f"{len(repeated)} samples delivered more than once: {sorted(repeated.items())[:8]}"
+
+
+def distributed_loader(ds, shuffle=True):
+    def make(world, rank, workers, batch):
+        return stoker.DataLoader(ds, batch_size=batch, num_workers=workers,
+                                 sampler=DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=shuffle,
+                                                            seed=5))
+    return make
+
+
+def test_a_python_dataset_resumed_on_4_3_6_1_ranks_delivers_every_sample_once():
+    counts, state = run_segments(distributed_loader(Samples()))
+    exactly_once(counts)
+    assert len(state["order"]["segments"]) == 3
+
+
+def test_a_native_dataset_and_an_unshuffled_epoch_too(tmp_path):
+    np.save(tmp_path / "x.npy", np.arange(N, dtype=np.int64))
+    ds = stoker.io.NpyDataset(tmp_path / "x.npy")
+    counts, _ = run_segments(distributed_loader(ds))
+    exactly_once(counts)
+    counts, _ = run_segments(distributed_loader(Samples(), shuffle=False))
+    exactly_once(counts)
+
+
+def test_the_scalable_shuffle_and_a_single_loaders_random_order_resume_on_other_ranks():
+    ds = Samples()
+
+    def scalable(world, rank, workers, batch):
+        return stoker.DataLoader(ds, batch_size=batch, num_workers=workers,
+                                 sampler=ScalableShuffleSampler(ds, seed=9, num_replicas=world, rank=rank))
+    counts, _ = run_segments(scalable)
+    exactly_once(counts)
+
+    # One process with shuffle=True (torch's RandomSampler, its seed drawn
+    # from torch's generator), then three ranks, then one again.
+    torch.manual_seed(4)
+    first = [(1, 2, 50, 3)]
+    counts, state = run_segments(lambda w, r, nw, b: stoker.DataLoader(ds, batch_size=b, shuffle=True, num_workers=nw),
+                                 first)
+    assert state["order"]["recipe"]["kind"] == "randperm"
+    rest = collections.Counter()
+    for world, workers, batch, stop in [(3, 1, 70, 2), (1, 0, 33, None)]:
+        states = []
+        for rank in range(world):
+            loader = distributed_loader(ds)(world, rank, workers, batch)
+            loader.load_state_dict(state)
+            it = iter(loader)
+            for k, b in enumerate(it):
+                rest.update(int(v) for v in b)
+                if k + 1 == stop:
+                    break
+            states.append(loader.state_dict())
+            del it
+        state = states[0]
+    exactly_once(counts + rest)
+
+
+def test_the_resumed_order_is_a_function_of_the_state_and_the_topology():
+    ds = Samples(1000)
+    counts, state = run_segments(distributed_loader(ds), [(4, 2, 30, 2)], collections.Counter())
+
+    def rest(rank):
+        loader = distributed_loader(ds)(3, rank, 1, 40)
+        loader.load_state_dict(state)
+        return [b.tolist() for b in loader]
+    first = [rest(r) for r in range(3)]
+    assert first == [rest(r) for r in range(3)], "the same on every rerun"
+    seen = collections.Counter(i for r in first for b in r for i in b) + counts
+    assert set(seen) == set(range(1000))
+    # The padding of the three-rank split of the remainder is the only repeat.
+    assert sum(seen.values()) - 1000 == (-(1000 - 4 * 60) % 3)
+
+
+def test_the_same_topology_still_resumes_in_the_uninterrupted_order():
+    ds = Samples(500)
+    make = distributed_loader(ds)
+    whole = [b.tolist() for b in make(2, 1, 2, 25)]
+    loader = make(2, 1, 2, 25)
+    it = iter(loader)
+    head = [next(it).tolist() for _ in range(5)]
+    state = loader.state_dict()
+    del it
+    again = make(2, 1, 2, 25)
+    again.load_state_dict(state)
+    assert head + [b.tolist() for b in again] == whole
+
+
+def test_the_state_stays_small_whatever_the_dataset_size():
+    sizes = {}
+    for n in (10 ** 6, 10 ** 8):
+        ds = Samples(n)
+        loader = stoker.DataLoader(ds, batch_size=64, num_workers=0,
+                                   sampler=ScalableShuffleSampler(ds, seed=1, num_replicas=4, rank=2))
+        it = iter(loader)
+        for _ in range(3):
+            next(it)
+        state = loader.state_dict()
+        sizes[n] = len(pickle.dumps(state["order"]))
+        resumed = stoker.DataLoader(ds, batch_size=100, num_workers=0,
+                                    sampler=ScalableShuffleSampler(ds, seed=1, num_replicas=3, rank=0))
+        resumed.load_state_dict(state)
+        assert len(next(iter(resumed))) == 100
+    assert sizes[10 ** 8] == sizes[10 ** 6] and sizes[10 ** 8] < 4096, sizes
+
+
+class Mine(Sampler):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        return iter(range(self.n - 1, -1, -1))
+
+
+def test_a_state_that_cannot_move_to_another_topology_is_refused_with_why():
+    ds = Samples(100)
+    loader = stoker.DataLoader(ds, batch_size=10, sampler=Mine(100), num_workers=0)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    other = stoker.DataLoader(ds, batch_size=20, sampler=Mine(100), num_workers=0)
+    with pytest.raises(ValueError, match=r"batch_size=10.*batch_size=20.*its epoch's order is its sampler's own"):
+        other.load_state_dict(state)
+    same = stoker.DataLoader(ds, batch_size=10, sampler=Mine(100), num_workers=0)
+    same.load_state_dict(state)  # the saved topology: as before
+    assert next(iter(same)).tolist() == list(range(89, 79, -1))
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(50))
+    loader = stoker.DataLoader(Stream(), batch_size=5, num_workers=0)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    with pytest.raises(ValueError, match="an IterableDataset's stream is split between ranks and workers"):
+        stoker.DataLoader(Stream(), batch_size=7, num_workers=0).load_state_dict(state)
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(not os.path.exists(TORCHRUN), reason="torchrun not installed")
+def test_real_ranks_4_3_6_1_under_torchrun_read_every_sample_once(tmp_path):
+    np.save(tmp_path / "samples.npy", np.arange(N, dtype=np.int64))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1",
+           "TMPDIR": str(tmp_path)}
+    for seg, (world, workers, batch, stop) in enumerate(SEGMENTS):
+        cmd = [TORCHRUN, f"--nproc_per_node={world}", "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+               os.path.join(HERE, "elastic_rank.py"), "--dir", str(tmp_path), "--samples", str(N), "--segment", str(seg),
+               "--workers", str(workers), "--batch", str(batch), "--stop", str(stop or -1)]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, start_new_session=True)
+        assert r.returncode == 0, r.stderr[-4000:]
+    for kind in ("python", "native"):
+        counts = collections.Counter()
+        for seg, (world, *_) in enumerate(SEGMENTS):
+            for rank in range(world):
+                text = (tmp_path / f"seen_{kind}_{seg}_rank{rank}.txt").read_text()
+                counts.update(int(v) for v in text.split())
+        exactly_once(counts)
