@@ -81,6 +81,8 @@ class _StokerIter(_BaseDataLoaderIter):
             loader._last_iter = weakref.ref(self)
         self._loader_ref = weakref.ref(loader)
         self._rank, self._world_size = loader.rank, loader.world_size
+        # sample_seeds=True: each sample's random streams seeded from (seed, epoch, index) (_worker.py).
+        self._sample_seed = int(loader.seed) if getattr(loader, "sample_seeds", False) else None
         self._numpy = loader.output == "numpy"
         self._in_order = loader.in_order
         self._is_iterable = self._dataset_kind == _DatasetKind.Iterable
@@ -200,7 +202,7 @@ class _StokerIter(_BaseDataLoaderIter):
             numpy_mode=self._numpy, parent_pid=os.getpid(), rank=self._rank, world_size=self._world_size,
             skip_items=self._iter_skip[wid] if wid < len(self._iter_skip) else 0,
             rng_board=self._rng_board, rng_state=rng_state, rng_on_board=replacement and rng_state is not None,
-            shared_seed=self._shared_seed)
+            shared_seed=self._shared_seed, sample_seed=self._sample_seed)
         w = self._ctx.Process(target=worker_main, args=(cfg,), daemon=True, name=f"stoker-worker-{wid}")
         try:
             w.start()

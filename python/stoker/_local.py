@@ -25,7 +25,9 @@ def next_local(it):
                            is_iterable=it._is_iterable, auto_collation=it._auto_collation,
                            collate_fn=it._wcollate, convert=it._convert, drop_last=it._drop_last,
                            base_seed=it._base_seed, worker_init_fn=None, numpy_mode=it._numpy,
-                           parent_pid=os.getpid(), skip_items=it._iter_skip[0] if it._iter_skip else 0)
+                           parent_pid=os.getpid(), skip_items=it._iter_skip[0] if it._iter_skip else 0,
+                           sample_seed=it._sample_seed,
+                           epoch_of=lambda: max(0, getattr(it._loader_ref(), "_epoch", None) or 0))
         it._local_cfg = cfg
         it._local_fetch = _Fetcher(cfg)
     if it._is_iterable:

@@ -76,6 +76,8 @@ class WorkerConfig:
     rng_state: Optional[bytes] = None  # a replacement or resumed worker starts from this state
     rng_on_board: bool = False  # rng_state was read from rng_board (a replacement)
     shared_seed: Optional[int] = None  # an IterDataPipe's: the seed its random operations share (as torch's)
+    sample_seed: Optional[int] = None  # sample_seeds=True: the loader's seed, each sample's streams seeded from it
+    epoch_of: Optional[Callable] = None  # the loader's epoch (set_epoch), for sample_seeds
 
 
 def _seed_like_torch(cfg: WorkerConfig):
@@ -124,6 +126,45 @@ def shard_datapipe(worker_init_fn, world_size: int, rank: int, worker_id: int):
         worker_init_fn(worker_id)
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def _mix64(x: int) -> int:
+    """splitmix64's finalizer (core/mix.h's Mix64): a 64-bit word's bits mixed."""
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK64
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK64
+    return x ^ (x >> 31)
+
+
+def sample_seed(seed: int, epoch: int, index) -> int:
+    """The seed of sample `index` in `epoch` (sample_seeds=True): a function of
+    the three alone, so that a sample draws the same whatever the rank,
+    worker or resume that loads it."""
+    h = _mix64((seed & _MASK64) ^ _mix64((epoch & _MASK64) + 0x9E3779B97F4A7C15))
+    if isinstance(index, int):
+        word = index & _MASK64
+    else:  # (str's hash() differs between processes: a digest of its pickle)
+        import hashlib
+        word = int.from_bytes(hashlib.blake2b(pickle.dumps(index), digest_size=8).digest(), "little")
+    return _mix64(h ^ _mix64(word))
+
+
+def seed_streams(seed: int) -> None:
+    """Seeds Python's `random`, numpy's global generator and torch's default
+    CPU generator, as a worker's are seeded."""
+    random.seed(seed)
+    try:
+        import numpy as np
+        np.random.seed(seed & 0xFFFF_FFFF)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import torch
+        torch.manual_seed(seed)
+    except ImportError:  # pragma: no cover
+        pass
+
+
 class _Fetcher:
     def __init__(self, cfg: WorkerConfig):
         self.cfg = cfg
@@ -152,6 +193,18 @@ class _Fetcher:
                 return data
             return next(self.dataset_iter)
         index = pickle.loads(payload) if kind == _PICKLED_INDEX else payload
+        if cfg.sample_seed is not None:
+            # Each sample's streams from (seed, epoch, index): no __getitems__,
+            # which would draw for several samples at once.
+            epoch = cfg.epoch_of() if cfg.epoch_of is not None else 0
+            if not cfg.auto_collation:
+                seed_streams(sample_seed(cfg.sample_seed, epoch, index))
+                return cfg.dataset[index]
+            out = []
+            for i in index:
+                seed_streams(sample_seed(cfg.sample_seed, epoch, i))
+                out.append(cfg.dataset[i])
+            return out
         if cfg.auto_collation:
             getitems = getattr(cfg.dataset, "__getitems__", None)
             if getitems:
@@ -239,6 +292,8 @@ def worker_main(cfg: WorkerConfig):
     except Exception:
         os._exit(0)  # the parent is already gone
     port = cfg.arena.port(cfg.worker_id)
+    if cfg.sample_seed is not None:
+        cfg.epoch_of = lambda: max(0, port.epoch)  # the loader's set_epoch (0 before any)
     pid = os.getpid()
     where = f"in DataLoader worker process {cfg.worker_id} (pid {pid})"
     init_error = None      # reported with the first task, like torch

@@ -70,8 +70,14 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         tail); an IterableDataset sees rank and world_size in
         stoker.get_worker_info() and splits itself (stoker.distributed.shard).
 
-    state_dict() / load_state_dict(): resume mid-epoch, exactly (see
-    docs/resume.md).
+    state_dict() / load_state_dict(): resume mid-epoch, exactly, also on
+        another number of ranks, workers or batch size (see docs/resume.md).
+    sample_seeds: seed Python's `random`, numpy's global generator and
+        torch's before each sample's __getitem__ from (seed, epoch, index),
+        epoch being set_epoch's (0 before it): a sample draws the same
+        augmentation whatever the rank, worker, batch size or resume that
+        loads it (off by default: torch's per-worker streams, equal to
+        torch's).  Map-style datasets; __getitems__ is not called.
     max_worker_restarts: how many times, per iterator, a worker that dies is
         replaced (default 0: raise stoker.WorkerCrashed).  The batches it held
         are loaded again, so every index is still delivered exactly once and in
@@ -91,7 +97,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
                  pin_memory_device: str = "", in_order: bool = True,
                  max_memory: Optional[int] = None, output: str = "torch", max_worker_restarts: int = 0,
                  progress: bool = False, distributed: bool = False, seed: int = 0, even_split: str = "pad",
-                 reader_priority: str = "normal"):
+                 reader_priority: str = "normal", sample_seeds: bool = False):
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
         from stoker.distributed import rank_and_world_size
@@ -156,6 +162,11 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             raise ValueError(f"reader_priority should be 'normal', 'low' or 'idle', but got {reader_priority!r}")
         self.reader_priority = reader_priority
         self.progress = bool(progress)
+        if sample_seeds and isinstance(dataset, IterableDataset):
+            raise ValueError("sample_seeds=True seeds each sample from its index: it needs a map-style dataset "
+                             "(an IterableDataset's items have none)")
+        self.sample_seeds = bool(sample_seeds)
+        self.seed = int(seed)
         # torch's __init__ replaces a missing collate_fn with its default;
         # remember whether the user gave one so the native collate can run.
         self._user_collate_fn = collate_fn
@@ -164,7 +175,8 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         """The keyword arguments of stoker's own that rebuild this loader
         (stoker.accelerate passes them when accelerate rebuilds it)."""
         return {"max_memory": self.max_memory, "output": self.output, "max_worker_restarts": self.max_worker_restarts,
-                "progress": self.progress, "reader_priority": self.reader_priority}
+                "progress": self.progress, "reader_priority": self.reader_priority, "sample_seeds": self.sample_seeds,
+                "seed": self.seed}
 
     # accelerate's prepare_data_loader reads every torch argument of a loader
     # to build a new one; pin_memory_device is read by little else, so its

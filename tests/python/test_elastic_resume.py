@@ -231,3 +231,48 @@ def test_real_ranks_4_3_6_1_under_torchrun_read_every_sample_once(tmp_path):
                 text = (tmp_path / f"seen_{kind}_{seg}_rank{rank}.txt").read_text()
                 counts.update(int(v) for v in text.split())
         exactly_once(counts)
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter(range(10))
+
+
+class Augmented(torch.utils.data.Dataset):
+    """A sample's draws from the three global streams."""
+
+    def __len__(self):
+        return 60
+
+    def __getitem__(self, i):
+        import random
+        return torch.tensor([float(i), random.random(), float(np.random.rand()), float(torch.rand(()))],
+                            dtype=torch.float64)
+
+
+def draws(loader):
+    return {int(row[0]): tuple(row[1:].tolist()) for b in loader for row in b}
+
+
+def test_sample_seeds_make_each_samples_augmentation_independent_of_the_topology():
+    ds = Augmented()
+    base = draws(stoker.DataLoader(ds, batch_size=7, num_workers=0, sample_seeds=True, seed=11))
+    assert len(base) == 60 and len(set(base.values())) == 60, "every sample its own draws"
+    for workers, batch, shuffle in ((1, 5, False), (3, 8, True), (2, 60, True)):
+        assert draws(stoker.DataLoader(ds, batch_size=batch, num_workers=workers, shuffle=shuffle,
+                                       sample_seeds=True, seed=11)) == base, (workers, batch, shuffle)
+    parts = {}
+    for rank in range(3):
+        parts.update(draws(stoker.DataLoader(ds, batch_size=4, num_workers=2, sample_seeds=True, seed=11,
+                                             sampler=DistributedSampler(ds, num_replicas=3, rank=rank, seed=2))))
+    assert parts == base, "on three ranks"
+    other_seed = draws(stoker.DataLoader(ds, batch_size=7, num_workers=0, sample_seeds=True, seed=12))
+    later = stoker.DataLoader(ds, batch_size=7, num_workers=2, sample_seeds=True, seed=11)
+    later.set_epoch(1)
+    assert all(other_seed[i] != base[i] for i in base) and all(v != base[i] for i, v in draws(later).items())
+    # Off (the default): torch's per-worker streams, which depend on the worker.
+    plain = [draws(stoker.DataLoader(ds, batch_size=5, num_workers=w, generator=torch.Generator().manual_seed(0)))
+             for w in (1, 3)]
+    assert plain[0] != plain[1]
+    with pytest.raises(ValueError, match="sample_seeds=True seeds each sample from its index"):
+        stoker.DataLoader(Stream(), sample_seeds=True)
