@@ -163,6 +163,13 @@ class StreamingDataset : public NativeDataset {
   std::string Describe() const override;
   Status BeginEpoch(uint64_t epoch) override;
   std::vector<int64_t> Order(const OrderRecipe& o) override;
+  // The current epoch's global order (every rank's samples, before the
+  // split; `o`'s rank and world size are not used), and the epoch read in
+  // `mine`, this rank's order made elsewhere (an epoch resumed on another
+  // topology): the shards are fetched and released as `mine` reads them, as
+  // Order() plans them for its own.
+  std::vector<int64_t> GlobalOrder(const OrderRecipe& o);
+  std::vector<int64_t> OrderAs(std::vector<int64_t> mine);
   void Interrupt() override;
   // kCached: the current epoch's shard names, one per line (kFull: "").
   std::string EpochState() const override;

@@ -83,6 +83,11 @@ void BindOrder(py::module_& m) {
           return out;
         }, "The places of a global order (`total` long once split) that `world` ranks in lockstep consumed, each "
            "having read the positions `read` of its own part.");
+  m.def("contiguous_rank_order", [](const EpochOrderHandle& base, uint64_t total, uint32_t rank, uint32_t world) {
+          if (world < 1 || rank >= world)
+            Throw(Status::InvalidArgument("rank " + std::to_string(rank) + " is not below world size " + std::to_string(world)));
+          return EpochOrderHandle{std::make_shared<ContiguousRankOrder>(base.order, total, rank, world), nullptr};
+        }, "Rank `rank`'s part of `base` as the contiguous split takes it (made `total` long, the rank-th of world runs).");
   m.def("strided_rank_order", [](const EpochOrderHandle& base, uint64_t total, uint32_t rank, uint32_t world) {
           if (world < 1 || rank >= world)
             Throw(Status::InvalidArgument("rank " + std::to_string(rank) + " is not below world size " + std::to_string(world)));

@@ -142,6 +142,17 @@ void BindStreaming(py::module_& m) {
                        uint32_t world_size, bool pad) {
              std::vector<int64_t> v = d.Order(OrderRecipe{epoch, shuffle, seed, rank, world_size, pad});
              return EpochOrderHandle{std::make_shared<VectorOrder>(std::move(v)), nullptr}; })
+      // The current epoch's global order, before the split (an EpochOrder).
+      .def("global_order", [](StreamingDataset& d, uint64_t epoch, bool shuffle, uint64_t seed) {
+             std::vector<int64_t> v = d.GlobalOrder(OrderRecipe{epoch, shuffle, seed, 0, 1, true});
+             return EpochOrderHandle{std::make_shared<VectorOrder>(std::move(v)), nullptr}; })
+      // The current epoch read in `mine` (an EpochOrder made elsewhere), planned.
+      .def("order_as", [](StreamingDataset& d, const EpochOrderHandle& mine) {
+             std::vector<int64_t> v(mine.order->size());
+             Status st = [&] { py::gil_scoped_release nogil; return mine.order->Read(0, v.size(), v.data()); }();
+             Check(st);
+             v = d.OrderAs(std::move(v));
+             return EpochOrderHandle{std::make_shared<VectorOrder>(std::move(v)), nullptr}; })
       .def("use_shards", &StreamingDataset::UseShards)
       .def_property_readonly("epoch_shards", &StreamingDataset::epoch_shards)
       .def_property_readonly("remote_shards", [](StreamingDataset& d) {

@@ -285,6 +285,9 @@ class _StokerIter(_BaseDataLoaderIter):
         # random state saved with it is the one that drew it.
         self._epoch_rng = rng_snapshot(loader)
         recipe = {}
+        load_topology = getattr(loader.sampler, "_stoker_load_topology", None)
+        if load_topology is not None and resume is not None and resume.get("order") is not None:
+            load_topology(resume["order"], resume["delivered"], resume["delivered_extra"], loader.batch_size)
         native_order = None if self._is_iterable else _native_order(loader, self._auto_collation,
                                                                      self._pending_generators, recipe)
         native_order, resume = self._plan_order(loader, recipe, native_order, resume)
@@ -343,8 +346,10 @@ class _StokerIter(_BaseDataLoaderIter):
         self._recipe = dict(recipe) if recipe else None
         self._segments = []
         self._split = (recipe.get("world", 1), recipe.get("rank", 0), recipe.get("pad", True))
+        self._epoch_order = None
         saved = resume.get("order") if resume is not None else None
         if saved is None or self._is_iterable:
+            self._count_order(recipe.get("n"))
             return native_order, resume
         if not recipe:
             sampler = type(loader.sampler).__name__
@@ -352,14 +357,39 @@ class _StokerIter(_BaseDataLoaderIter):
                              f"is not one whose order stoker knows ({_topology.KNOWN}): it cannot place the rest of "
                              "the epoch")
         world, rank, pad = self._split
-        part, self._segments, same = _topology.resumed_order(saved, resume, world, rank, pad, loader.batch_size,
-                                                             len(loader.dataset))
         self._recipe = saved["recipe"]
+        if (saved["recipe"]["kind"] == "stream") != hasattr(loader.sampler, "_stoker_resumed"):
+            raise ValueError("stoker: the state's epoch and this loader are not both a StreamingDataset's: resume "
+                             "a loader with the dataset it saved")
+        if saved["recipe"]["kind"] == "stream":
+            # A StreamingDataset's sampler made the rest of the epoch itself
+            # (it plans the shards' fetches from it): stoker.streaming.
+            self._segments, same, length = loader.sampler._stoker_resumed
+            self._count_order(length if length is not None else recipe.get("n"))
+            if not same:
+                resume = dict(resume, delivered=0, delivered_extra=[])
+            return native_order, resume
+        part, self._segments, same, length = _topology.resumed_order(
+            saved, resume["delivered"], resume["delivered_extra"], world, rank, pad, loader.batch_size,
+            len(loader.dataset))
+        self._count_order(length)
         if same and not self._segments:
             return native_order, resume  # the uninterrupted run's order, as the sampler made it
         if not same:
             resume = dict(resume, delivered=0, delivered_extra=[])  # what was delivered is not in `part`
         return part, resume
+
+    def _count_order(self, length):
+        """stats()["epoch_order"]: this rank's samples of the epoch (of the
+        rest of it, resumed on another topology) and how many of them are
+        the split's padding (repeats, so that every rank takes as many steps)."""
+        if length is None or self._recipe is None:
+            return
+        world, rank, pad = self._split
+        split = self._recipe.get("split", "strided")
+        self._epoch_order = {"samples": int(N.lib.samples_per_rank(int(length), world, pad)),
+                             "padding": _topology.padding(int(length), world, rank, pad, split),
+                             "segments": len(self._segments), "kind": self._recipe["kind"]}
 
     def _close_progress(self):
         progress, self._progress = getattr(self, "_progress", None), None
@@ -563,6 +593,8 @@ class _StokerIter(_BaseDataLoaderIter):
         st["throughput"] = t
         if memory:
             st["tree_pss"] = st["main"]["pss"] + sum(w["pss"] for w in st["workers"])
+        if getattr(self, "_epoch_order", None) is not None:
+            st["epoch_order"] = dict(self._epoch_order)
         if self._native_ds is not None:
             # Native reader threads: bad records skipped (on_error="skip").
             st["native"] = {"threads": self._num_workers, "skipped": self._native_ds.skipped,

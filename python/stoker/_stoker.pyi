@@ -12,7 +12,7 @@ import numpy
 import numpy.typing
 import typing
 import typing_extensions
-__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DTYPE_NAMES', 'Engine', 'EpochOrder', 'HostBuffer', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'OnExhausted', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'describe_shard', 'feistel_order', 'format_shard_index', 'memory_limit', 'parse_shard_index', 'process_memory', 'register', 'samples_per_rank', 'shard_format_of', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'write_file_atomically']
+__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DTYPE_NAMES', 'Engine', 'EpochOrder', 'HostBuffer', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'OnExhausted', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'consumed_places', 'contiguous_rank_order', 'describe_shard', 'feistel_order', 'format_shard_index', 'iota_order', 'memory_limit', 'parse_shard_index', 'process_memory', 'register', 'remainder_order', 'samples_per_rank', 'shard_format_of', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'write_file_atomically']
 class HostBuffer:
     """
     Exports slot memory to numpy through the buffer protocol.
@@ -588,7 +588,11 @@ class StreamingDataset(NativeDataset):
         ...
     def close(self) -> None:
         ...
+    def global_order(self, arg0: typing.SupportsInt | typing.SupportsIndex, arg1: bool, arg2: typing.SupportsInt | typing.SupportsIndex) -> EpochOrder:
+        ...
     def order(self, arg0: typing.SupportsInt | typing.SupportsIndex, arg1: bool, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: typing.SupportsInt | typing.SupportsIndex, arg4: typing.SupportsInt | typing.SupportsIndex, arg5: bool) -> EpochOrder:
+        ...
+    def order_as(self, arg0: EpochOrder) -> EpochOrder:
         ...
     def stats(self) -> dict:
         ...
@@ -607,6 +611,14 @@ def batches_per_epoch(samples: typing.SupportsInt | typing.SupportsIndex, batch_
     """
     Batches of `samples` (batch_size 0: one uncollated sample each).
     """
+def consumed_places(arg0: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex]], arg1: typing.SupportsInt | typing.SupportsIndex, arg2: bool, arg3: typing.SupportsInt | typing.SupportsIndex) -> list[tuple[int, int]]:
+    """
+    The places of a global order (`total` long once split) that `world` ranks in lockstep consumed, each having read the positions `read` of its own part.
+    """
+def contiguous_rank_order(arg0: EpochOrder, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: typing.SupportsInt | typing.SupportsIndex) -> EpochOrder:
+    """
+    Rank `rank`'s part of `base` as the contiguous split takes it (made `total` long, the rank-th of world runs).
+    """
 def describe_shard(arg0: str, arg1: str) -> tuple:
     ...
 def feistel_order(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex) -> EpochOrder:
@@ -615,6 +627,10 @@ def feistel_order(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.
     """
 def format_shard_index(arg0: list) -> str:
     ...
+def iota_order(arg0: typing.SupportsInt | typing.SupportsIndex) -> EpochOrder:
+    """
+    0, 1, ..., n-1, with no storage.
+    """
 def memory_limit() -> int:
     """
     The most memory this process may use: MemTotal or its cgroup's limit, whichever is smaller.
@@ -628,6 +644,10 @@ def process_memory(arg0: typing.SupportsInt | typing.SupportsIndex) -> dict:
 def register(arg0: str, arg1: typing.Any) -> None:
     """
     Registers a Python object the native code needs (see stoker/_native.py).
+    """
+def remainder_order(arg0: EpochOrder, arg1: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex]]) -> EpochOrder:
+    """
+    `base` less the places in `consumed` ([(begin, end), ...]), in base's order.
     """
 def samples_per_rank(n: typing.SupportsInt | typing.SupportsIndex, world_size: typing.SupportsInt | typing.SupportsIndex, pad: bool) -> int:
     """

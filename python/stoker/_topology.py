@@ -24,9 +24,17 @@ KNOWN = ("torch's SequentialSampler and RandomSampler (without replacement, num_
          "DistributedSampler, stoker's distributed=True and shuffle='scalable'")
 
 
-def global_order(recipe: dict):
-    """The epoch's global order (an EpochOrder) from its recipe."""
+def global_order(recipe: dict, stream=None):
+    """The epoch's global order (an EpochOrder) from its recipe; a
+    StreamingDataset's (kind "stream") from its native dataset `stream`,
+    whose epoch is begun."""
     kind, n = recipe["kind"], int(recipe["n"])
+    if kind == "stream":
+        order = stream.global_order(int(recipe["epoch"]), bool(recipe["shuffle"]), int(recipe["seed"]))
+        if len(order) != n:
+            raise ValueError(f"the state's epoch has {n} samples, and this StreamingDataset's epoch has {len(order)}: "
+                             "resume with the same dataset")
+        return order
     if kind == "iota":
         return N.lib.iota_order(n)
     if kind == "randperm":
@@ -38,11 +46,12 @@ def global_order(recipe: dict):
     raise ValueError(f"stoker: an epoch order of unknown kind {kind!r} in the loader state")
 
 
-def rank_part(order, world: int, rank: int, pad: bool):
-    """Rank `rank`'s part of `order` (DistributedSampler's split), and how
-    many places the split covers (per rank times world)."""
+def rank_part(order, world: int, rank: int, pad: bool, split: str = "strided"):
+    """Rank `rank`'s part of `order`, split as DistributedSampler splits
+    ("strided") or in equal runs ("contiguous", a StreamingDataset's)."""
     per = N.lib.samples_per_rank(len(order), world, pad)
-    return N.lib.strided_rank_order(order, per * world, rank, world), per * world
+    make = N.lib.strided_rank_order if split == "strided" else N.lib.contiguous_rank_order
+    return make(order, per * world, rank, world)
 
 
 def read_positions(delivered: int, extra, batch_size: Optional[int], per_rank: int) -> list:
@@ -63,42 +72,56 @@ def read_positions(delivered: int, extra, batch_size: Optional[int], per_rank: i
 
 def _less(order, seg: dict):
     """`order` less the places segment `seg` consumed of it."""
-    consumed = N.lib.consumed_places([tuple(r) for r in seg["read"]], int(seg["world"]), True, int(seg["total"]))
+    consumed = N.lib.consumed_places([tuple(r) for r in seg["read"]], int(seg["world"]),
+                                     seg.get("split", "strided") == "strided", int(seg["total"]))
     return N.lib.remainder_order(order, consumed)
 
 
-def fold(recipe: dict, segments: list):
+def fold(recipe: dict, segments: list, stream=None):
     """The global order less what every finished segment consumed."""
-    order = global_order(recipe)
+    order = global_order(recipe, stream)
     for seg in segments:
         order = _less(order, seg)
     return order
 
 
-def segment(order, world: int, pad: bool, delivered: int, extra, batch_size: Optional[int]) -> dict:
+def segment(order, world: int, pad: bool, delivered: int, extra, batch_size: Optional[int],
+            split: str = "strided") -> dict:
     """The segment a job of `world` ranks made of `order` (the folded global
     order it split) by delivering these batches."""
     per = N.lib.samples_per_rank(len(order), world, pad)
-    return {"world": int(world), "total": int(per * world),
+    return {"world": int(world), "total": int(per * world), "split": split,
             "read": read_positions(int(delivered), extra, batch_size, per)}
 
 
-def resumed_order(saved: dict, state: dict, world: int, rank: int, pad: bool, batch_size: Optional[int],
-                  n: int):
-    """This rank's order for the rest of the epoch `state` describes, and the
-    segments the epoch has had so far; `same` when the topology is the saved
-    one (the order is then the uninterrupted run's, and the delivered batches
-    are skipped as before)."""
+def resumed_order(saved: dict, delivered: int, extra, world: int, rank: int, pad: bool,
+                  batch_size: Optional[int], n: Optional[int], stream=None):
+    """This rank's order for the rest of the epoch a state describes (`saved`
+    its "order", `delivered`/`extra` its batches), and the segments the epoch
+    has had so far; `same` when the topology is the saved one (the order is
+    then the uninterrupted run's, and the delivered batches are skipped as
+    before).  `n`: the dataset's length (None: checked by global_order)."""
     recipe = saved["recipe"]
-    if int(recipe["n"]) != n:
+    if n is not None and int(recipe["n"]) != n:
         raise ValueError(f"the state's epoch is of a dataset of {recipe['n']} samples, and this loader's dataset has "
                          f"{n}: resume with the same dataset")
+    split = recipe.get("split", "strided")
     segments = list(saved["segments"])
-    order = fold(recipe, segments)
+    order = fold(recipe, segments, stream)
     same = (int(saved["world"]), saved["batch_size"], bool(saved["pad"])) == (world, batch_size, pad)
-    if not same and (state["delivered"] or state["delivered_extra"]):
-        segments.append(segment(order, int(saved["world"]), bool(saved["pad"]), state["delivered"],
-                                state["delivered_extra"], saved["batch_size"]))
+    if not same and (delivered or extra):
+        segments.append(segment(order, int(saved["world"]), bool(saved["pad"]), delivered, extra,
+                                saved["batch_size"], split))
         order = _less(order, segments[-1])
-    part, _ = rank_part(order, world, rank, pad)
-    return part, segments, same
+    return rank_part(order, world, rank, pad, split), segments, same, len(order)
+
+
+def padding(length: int, world: int, rank: int, pad: bool, split: str = "strided") -> int:
+    """How many of rank `rank`'s samples are the padding of a split of an
+    order `length` long (repeats of its start, so that every rank takes as
+    many steps)."""
+    per = N.lib.samples_per_rank(length, world, pad)
+    if split == "strided":  # places rank + j * world
+        first_pad = max(0, -(-(length - rank) // world))
+        return max(0, per - first_pad)
+    return max(0, (rank + 1) * per - max(length, rank * per))

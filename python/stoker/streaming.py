@@ -380,6 +380,8 @@ class StreamingSampler(_SamplerBase):
         self._explicit = False
         self._replay = None
         self._current = None
+        self._topology = None  # a resumed epoch's order state (stoker._topology), for the next epoch begun
+        self._stoker_resumed = ([], True, None)  # (segments, same topology, length split) of the epoch begun
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -394,6 +396,18 @@ class StreamingSampler(_SamplerBase):
 
     def _stoker_load_state(self, state) -> None:
         self._replay = state
+
+    def _stoker_load_topology(self, saved: dict, delivered: int, extra, batch_size) -> None:
+        """The next epoch begun is the rest of a saved one on this topology
+        (stoker._topology): `saved` is the state's "order"."""
+        self._topology = (saved, int(delivered), list(extra), batch_size)
+
+    def _stoker_recipe(self):
+        """The global order of the epoch begun (stoker._topology)."""
+        cur = self._current or {}
+        return dict(kind="stream", n=len(self.dataset), epoch=cur.get("epoch", self.epoch), shuffle=self.shuffle,
+                    seed=self.seed & 0xFFFF_FFFF_FFFF_FFFF, world=self.world_size, rank=self.rank, pad=self.pad,
+                    split="contiguous")
 
     def __iter__(self) -> Iterator[int]:
         # (Only a loader without workers iterates in Python: stoker.DataLoader's
@@ -422,6 +436,18 @@ class StreamingSampler(_SamplerBase):
         self._current = {"epoch": epoch, "shards": list(native.epoch_shards) if ds.mode == "cached" else None}
         if ds.mode == "cached" and self.rank == 0:
             ds._warn_left_out()
+        topology, self._topology = self._topology, None
+        self._stoker_resumed = ([], True, None)
+        if topology is not None and topology[0]["recipe"].get("kind") == "stream":
+            # The rest of a saved epoch, on this topology: the shards are
+            # fetched in the order this rank now reads them.
+            from stoker import _topology
+            saved, delivered, extra, batch_size = topology
+            part, segments, same, length = _topology.resumed_order(saved, delivered, extra, self.world_size,
+                                                                   self.rank, self.pad, batch_size, None, native)
+            self._stoker_resumed = (segments, same, length)
+            if segments or not same:
+                return native.order_as(part)
         return native.order(epoch, self.shuffle, self.seed, self.rank, self.world_size, self.pad)
 
     def _begin_agreed(self, native, epoch):

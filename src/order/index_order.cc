@@ -34,6 +34,28 @@ Status StridedRankOrder::Read(uint64_t pos, uint64_t n, int64_t* out) {
   return Status::OK();
 }
 
+ContiguousRankOrder::ContiguousRankOrder(std::shared_ptr<IndexOrder> base, uint64_t total, uint32_t rank,
+                                         uint32_t world)
+    : base_(std::move(base)) {
+  const uint64_t w = std::max<uint32_t>(1, world);
+  per_ = total / w;
+  first_ = per_ * rank;
+}
+
+Status ContiguousRankOrder::Read(uint64_t pos, uint64_t n, int64_t* out) {
+  if (pos + n > per_) return Status::InvalidArgument("order positions past its end");
+  const uint64_t len = base_->size();
+  if (len == 0) return n ? Status::InvalidArgument("an empty order has no positions") : Status::OK();
+  while (n > 0) {  // runs of base's places, wrapping around for the padding
+    const uint64_t place = (first_ + pos) % len, k = std::min(n, len - place);
+    STOKER_RETURN_IF_ERROR(base_->Read(place, k, out));
+    pos += k;
+    out += k;
+    n -= k;
+  }
+  return Status::OK();
+}
+
 RemainderOrder::RemainderOrder(std::shared_ptr<IndexOrder> base, std::vector<PlaceRange> consumed)
     : base_(std::move(base)) {
   const uint64_t len = base_->size();

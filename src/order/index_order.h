@@ -61,6 +61,21 @@ class StridedRankOrder : public IndexOrder {
   uint32_t rank_, world_;
 };
 
+// Rank `rank`'s part of `base` as the contiguous split takes it
+// (StreamingDataset's: a shard's samples stay on few ranks): `base` made
+// `total` long (repeated from its start, or cut), then the rank-th of
+// `world` equal runs.
+class ContiguousRankOrder : public IndexOrder {
+ public:
+  ContiguousRankOrder(std::shared_ptr<IndexOrder> base, uint64_t total, uint32_t rank, uint32_t world);
+  uint64_t size() const override { return per_; }
+  Status Read(uint64_t pos, uint64_t n, int64_t* out) override;
+
+ private:
+  std::shared_ptr<IndexOrder> base_;
+  uint64_t per_, first_;
+};
+
 // A run of places [begin, end) of an order.
 struct PlaceRange {
   uint64_t begin = 0, end = 0;

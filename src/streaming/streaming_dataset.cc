@@ -234,6 +234,8 @@ Status StreamingDataset::BeginEpoch(uint64_t epoch) {
 }
 
 std::vector<int64_t> StreamingDataset::Order(const OrderRecipe& o) { return impl_->Order(o); }
+std::vector<int64_t> StreamingDataset::GlobalOrder(const OrderRecipe& o) { return impl_->GlobalOrder(o); }
+std::vector<int64_t> StreamingDataset::OrderAs(std::vector<int64_t> mine) { return impl_->Plan(std::move(mine)); }
 
 void StreamingDataset::Interrupt() {
   std::lock_guard<std::mutex> g(impl_->mu);

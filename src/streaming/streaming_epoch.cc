@@ -349,13 +349,22 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
   return Status::OK();
 }
 
-std::vector<int64_t> StreamingDataset::Impl::Order(const OrderRecipe& so) {
+std::vector<int64_t> StreamingDataset::Impl::GlobalOrder(const OrderRecipe& so) {
   std::shared_ptr<Epoch> ep = cur.load();
   const size_t P = ep->slots.size();
   std::vector<std::pair<uint64_t, uint64_t>> runs(P);
   for (size_t p = 0; p < P; ++p) runs[p] = {ep->slots[p]->first, ep->slots[p]->count};
+  return so.GlobalByShards(runs, o.shuffle_window);
+}
+
+std::vector<int64_t> StreamingDataset::Impl::Order(const OrderRecipe& so) {
   // Ranks: equal contiguous parts, so that a shard's samples stay on few ranks.
-  std::vector<int64_t> mine = so.RankPart(so.GlobalByShards(runs, o.shuffle_window), RankSplit::kContiguous);
+  return Plan(so.RankPart(GlobalOrder(so), RankSplit::kContiguous));
+}
+
+std::vector<int64_t> StreamingDataset::Impl::Plan(std::vector<int64_t> mine) {
+  std::shared_ptr<Epoch> ep = cur.load();
+  const size_t P = ep->slots.size();
   std::lock_guard<std::mutex> g(mu);
   if (!ep->reads_started.load() && !ep->ordered) {
     // Each shard is released after its last read in this order.

@@ -143,6 +143,9 @@ struct StreamingDataset::Impl {
   // This rank's part of the epoch's order; the first call also fixes the
   // order the epoch's shards are fetched and released in.
   std::vector<int64_t> Order(const OrderRecipe& so);
+  std::vector<int64_t> GlobalOrder(const OrderRecipe& so);
+  // Plans the epoch's fetches and releases from this rank's order (once).
+  std::vector<int64_t> Plan(std::vector<int64_t> mine);
 
   // ---- fetchers (streaming_fetchers.cc) ----
   struct Job {

@@ -127,16 +127,23 @@ def test_the_resumed_order_is_a_function_of_the_state_and_the_topology():
     ds = Samples(1000)
     counts, state = run_segments(distributed_loader(ds), [(4, 2, 30, 2)], collections.Counter())
 
+    padding = []
+
     def rest(rank):
         loader = distributed_loader(ds)(3, rank, 1, 40)
         loader.load_state_dict(state)
-        return [b.tolist() for b in loader]
+        it = iter(loader)
+        order = loader.stats()["epoch_order"]
+        assert order["samples"] == -(-(1000 - 4 * 60) // 3) and order["segments"] == 1, order
+        padding.append(order["padding"])
+        return [b.tolist() for b in it]
     first = [rest(r) for r in range(3)]
     assert first == [rest(r) for r in range(3)], "the same on every rerun"
     seen = collections.Counter(i for r in first for b in r for i in b) + counts
     assert set(seen) == set(range(1000))
-    # The padding of the three-rank split of the remainder is the only repeat.
-    assert sum(seen.values()) - 1000 == (-(1000 - 4 * 60) % 3)
+    # The padding of the three-rank split of the remainder is the only repeat,
+    # and stats() counts it.
+    assert sum(seen.values()) - 1000 == (-(1000 - 4 * 60) % 3) == sum(padding[:3]) > 0
 
 
 def test_the_same_topology_still_resumes_in_the_uninterrupted_order():
@@ -276,3 +283,45 @@ def test_sample_seeds_make_each_samples_augmentation_independent_of_the_topology
     assert plain[0] != plain[1]
     with pytest.raises(ValueError, match="sample_seeds=True seeds each sample from its index"):
         stoker.DataLoader(Stream(), sample_seeds=True)
+
+
+def test_a_streaming_dataset_resumed_on_4_3_6_1_ranks_reads_every_sample_once(tmp_path):
+    from stoker.io import write_tfrecord
+    from stoker.streaming import StreamingDataset, write_index
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    n, per_shard = 2003, 100  # prime; the last shard short
+    for s in range(0, n, per_shard):
+        write_tfrecord(remote / f"shard-{s // per_shard:03d}.tfrecord",
+                       ({"y": np.int64(i)} for i in range(s, min(n, s + per_shard))))
+    write_index(str(remote))
+    ds = StreamingDataset(str(remote), str(tmp_path / "cache"), max_bytes=0, features={"y": ("int64", ())})
+
+    def make(world, rank, workers, batch):
+        # (a StreamingDataset's epochs are read by C++ threads: num_workers counts them)
+        return stoker.DataLoader(ds, batch_size=batch, num_workers=max(1, workers),
+                                 sampler=ds.sampler(shuffle=True, seed=4, rank=rank, world_size=world, pad=True))
+
+    def ids(batch):
+        return batch["y"]
+    counts = collections.Counter()
+    state = None
+    for seg, (world, workers, batch, stop) in enumerate([(4, 3, 30, 2), (3, 2, 40, 1), (6, 5, 30, 1),
+                                                          (1, 0, 16, None)]):
+        states = []
+        for rank in range(world):
+            loader = make(world, rank, workers, batch)
+            if state is not None:
+                loader.load_state_dict(state)
+            it = iter(loader)
+            for k, b in enumerate(it):
+                counts.update(int(v) for v in ids(b))
+                if k + 1 == stop:
+                    break
+            states.append(loader.state_dict())
+            del it
+        if stop is not None:  # (the last segment ends the epoch)
+            order = states[0]["order"]
+            assert order["recipe"]["kind"] == "stream" and len(order["segments"]) == seg, order["segments"]
+        state = states[0]
+    exactly_once(counts, n)

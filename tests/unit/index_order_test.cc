@@ -76,6 +76,15 @@ TEST(IndexOrder, TheRemainderIsTheOrderLessItsConsumedPlaces) {
   EXPECT_FALSE(none.Read(0, 1, &x).ok());
 }
 
+TEST(IndexOrder, ContiguousRanksTakeEqualRunsPadded) {
+  auto base = std::make_shared<VectorOrder>(std::vector<int64_t>{10, 11, 12, 13, 14});
+  EXPECT_EQ(All(*std::make_shared<ContiguousRankOrder>(base, 6, 0, 3)), (std::vector<int64_t>{10, 11}));
+  EXPECT_EQ(All(*std::make_shared<ContiguousRankOrder>(base, 6, 2, 3)), (std::vector<int64_t>{14, 10}));
+  EXPECT_EQ(All(*std::make_shared<ContiguousRankOrder>(base, 4, 1, 2)), (std::vector<int64_t>{12, 13}));  // cut
+  int64_t x;
+  EXPECT_FALSE(ContiguousRankOrder(base, 4, 1, 2).Read(2, 1, &x).ok());
+}
+
 TEST(IndexOrder, ConsumedPlacesOfEachSplit) {
   // Strided: position j of every rank is places [j*W, (j+1)*W).
   EXPECT_EQ(ConsumedPlaces({{0, 3}, {5, 6}}, 4, true, 0), (std::vector<PlaceRange>{{0, 12}, {20, 24}}));
