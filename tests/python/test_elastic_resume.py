@@ -38,12 +38,14 @@ class Samples(torch.utils.data.Dataset):
         return i
 
 
-def run_segments(make_loader, segments=SEGMENTS, counts=None):
+def run_segments(make_loader, segments=SEGMENTS, counts=None, ids=lambda b: np.asarray(b).reshape(-1),
+                 check=None):
     """Each segment's ranks one after another, each reading its batches;
-    rank 0's state goes to the next segment.  Returns the sample counts."""
+    rank 0's state goes to the next segment (check(segment number, state)
+    first).  Returns the sample counts and the last state."""
     counts = collections.Counter() if counts is None else counts
     state = None
-    for world, workers, batch, stop in segments:
+    for seg, (world, workers, batch, stop) in enumerate(segments):
         states = []
         for rank in range(world):
             loader = make_loader(world, rank, workers, batch)
@@ -51,12 +53,14 @@ def run_segments(make_loader, segments=SEGMENTS, counts=None):
                 loader.load_state_dict(state)
             it = iter(loader)
             for k, b in enumerate(it):
-                counts.update(int(v) for v in np.asarray(b).reshape(-1))
+                counts.update(int(v) for v in ids(b))
                 if k + 1 == stop:
                     break
             states.append(loader.state_dict())
             del it
         assert all(s["delivered"] == states[0]["delivered"] for s in states), "ranks in lockstep"
+        if check is not None and stop is not None:  # (a last segment that ends the epoch leaves no order)
+            check(seg, states[0])
         state = states[0]
     return counts, state
 
@@ -302,26 +306,9 @@ def test_a_streaming_dataset_resumed_on_4_3_6_1_ranks_reads_every_sample_once(tm
         return stoker.DataLoader(ds, batch_size=batch, num_workers=max(1, workers),
                                  sampler=ds.sampler(shuffle=True, seed=4, rank=rank, world_size=world, pad=True))
 
-    def ids(batch):
-        return batch["y"]
-    counts = collections.Counter()
-    state = None
-    for seg, (world, workers, batch, stop) in enumerate([(4, 3, 30, 2), (3, 2, 40, 1), (6, 5, 30, 1),
-                                                          (1, 0, 16, None)]):
-        states = []
-        for rank in range(world):
-            loader = make(world, rank, workers, batch)
-            if state is not None:
-                loader.load_state_dict(state)
-            it = iter(loader)
-            for k, b in enumerate(it):
-                counts.update(int(v) for v in ids(b))
-                if k + 1 == stop:
-                    break
-            states.append(loader.state_dict())
-            del it
-        if stop is not None:  # (the last segment ends the epoch)
-            order = states[0]["order"]
-            assert order["recipe"]["kind"] == "stream" and len(order["segments"]) == seg, order["segments"]
-        state = states[0]
+    def check(seg, state):
+        order = state["order"]
+        assert order["recipe"]["kind"] == "stream" and len(order["segments"]) == seg, order["segments"]
+    counts, _ = run_segments(make, [(4, 3, 30, 2), (3, 2, 40, 1), (6, 5, 30, 1), (1, 0, 16, None)],
+                             ids=lambda b: b["y"], check=check)
     exactly_once(counts, n)
