@@ -284,15 +284,12 @@ class _StokerIter(_BaseDataLoaderIter):
         # The order of this epoch is drawn now, not at the first batch, so the
         # random state saved with it is the one that drew it.
         self._epoch_rng = rng_snapshot(loader)
-        recipe = {}
-        load_topology = getattr(loader.sampler, "_stoker_load_topology", None)
-        if load_topology is not None and resume is not None and resume.get("order") is not None:
-            load_topology(resume["order"], resume["delivered"], resume["delivered_extra"], loader.batch_size)
-        native_order = None if self._is_iterable else _native_order(loader, self._auto_collation,
-                                                                     self._pending_generators, recipe)
-        native_order, resume = self._plan_order(loader, recipe, native_order, resume)
+        # The epoch's order, and for a resumed epoch its rest on this topology.
+        self._plan, native_order, resume = _topology.EpochPlan.begin(
+            loader, resume, self._is_iterable,
+            lambda recipe: _sampling.loader_epoch(loader, self._auto_collation, self._pending_generators, recipe))
         if native_order is None:
-            self._sampler_iter = _eager(self._sampler_iter)
+            self._sampler_iter = _sampling.eager(self._sampler_iter)
         elif not self._num_workers:  # batches of the native order, with no list of every index
             self._sampler_iter = _sampling.batches(native_order, loader.batch_size, loader.drop_last,
                                                    self._pending_generators)
@@ -336,60 +333,6 @@ class _StokerIter(_BaseDataLoaderIter):
             except TypeError:
                 total = None
             self._progress = Progress(self.stats, total)
-
-    def _plan_order(self, loader, recipe: dict, native_order, resume):
-        """What the epoch's global order is made of (self._recipe, with this
-        loader's split in self._split) and, for a resumed epoch whose state
-        knows it, the rest of that epoch on this topology (stoker._topology):
-        a new order and nothing to skip when the world size or batch size
-        changed, else the saved order with its delivered batches skipped."""
-        self._recipe = dict(recipe) if recipe else None
-        self._segments = []
-        self._split = (recipe.get("world", 1), recipe.get("rank", 0), recipe.get("pad", True))
-        self._epoch_order = None
-        saved = resume.get("order") if resume is not None else None
-        if saved is None or self._is_iterable:
-            self._count_order(recipe.get("n"))
-            return native_order, resume
-        if not recipe:
-            sampler = type(loader.sampler).__name__
-            raise ValueError(f"stoker: the state describes its epoch's order, but this loader's sampler ({sampler}) "
-                             f"is not one whose order stoker knows ({_topology.KNOWN}): it cannot place the rest of "
-                             "the epoch")
-        world, rank, pad = self._split
-        self._recipe = saved["recipe"]
-        if (saved["recipe"]["kind"] == "stream") != hasattr(loader.sampler, "_stoker_resumed"):
-            raise ValueError("stoker: the state's epoch and this loader are not both a StreamingDataset's: resume "
-                             "a loader with the dataset it saved")
-        if saved["recipe"]["kind"] == "stream":
-            # A StreamingDataset's sampler made the rest of the epoch itself
-            # (it plans the shards' fetches from it): stoker.streaming.
-            self._segments, same, length = loader.sampler._stoker_resumed
-            self._count_order(length if length is not None else recipe.get("n"))
-            if not same:
-                resume = dict(resume, delivered=0, delivered_extra=[])
-            return native_order, resume
-        part, self._segments, same, length = _topology.resumed_order(
-            saved, resume["delivered"], resume["delivered_extra"], world, rank, pad, loader.batch_size,
-            len(loader.dataset))
-        self._count_order(length)
-        if same and not self._segments:
-            return native_order, resume  # the uninterrupted run's order, as the sampler made it
-        if not same:
-            resume = dict(resume, delivered=0, delivered_extra=[])  # what was delivered is not in `part`
-        return part, resume
-
-    def _count_order(self, length):
-        """stats()["epoch_order"]: this rank's samples of the epoch (of the
-        rest of it, resumed on another topology) and how many of them are
-        the split's padding (repeats, so that every rank takes as many steps)."""
-        if length is None or self._recipe is None:
-            return
-        world, rank, pad = self._split
-        split = self._recipe.get("split", "strided")
-        self._epoch_order = {"samples": int(N.lib.samples_per_rank(int(length), world, pad)),
-                             "padding": _topology.padding(int(length), world, rank, pad, split),
-                             "segments": len(self._segments), "kind": self._recipe["kind"]}
 
     def _close_progress(self):
         progress, self._progress = getattr(self, "_progress", None), None
@@ -593,8 +536,9 @@ class _StokerIter(_BaseDataLoaderIter):
         st["throughput"] = t
         if memory:
             st["tree_pss"] = st["main"]["pss"] + sum(w["pss"] for w in st["workers"])
-        if getattr(self, "_epoch_order", None) is not None:
-            st["epoch_order"] = dict(self._epoch_order)
+        counts = self._plan.counts if getattr(self, "_plan", None) is not None else None
+        if counts is not None:
+            st["epoch_order"] = dict(counts)
         if self._native_ds is not None:
             # Native reader threads: bad records skipped (on_error="skip").
             st["native"] = {"threads": self._num_workers, "skipped": self._native_ds.skipped,
@@ -625,32 +569,3 @@ def _native_source(loader, is_iterable):
     if not (_is_default(collate, "default_collate") or _is_default(collate, "default_convert")):
         return None
     return ds._native
-
-
-def _native_order(loader, auto_collation, pending: dict, recipe: dict):
-    """The epoch's order, begun now, where the sampler's order is made
-    natively (a StreamingDataset's, torch's RandomSampler and
-    DistributedSampler, stoker's ScalableShuffleSampler: _sampling.py) and
-    torch's own batching of it is all there is; else None (the sampler is
-    iterated in Python)."""
-    from torch.utils.data import BatchSampler
-    sampler = loader.sampler
-    if auto_collation:
-        bs = loader.batch_sampler
-        if type(bs) is not BatchSampler or bs.sampler is not sampler:
-            return None
-    order = _sampling.native_epoch(sampler, pending, recipe)
-    if recipe and "rank" not in recipe:
-        recipe["rank"] = int(getattr(sampler, "rank", 0))
-    return order
-
-
-def _eager(it):
-    """Takes the first item of `it` now (so a lazy sampler draws its random
-    order now) and returns an iterator that yields it first."""
-    import itertools
-    try:
-        first = next(it)
-    except StopIteration:
-        return iter(())
-    return itertools.chain((first,), it)

@@ -60,13 +60,11 @@ def iterator_state(it) -> dict:
              "native_resets": int(getattr(it, "_native_resets", 0)),
              "iterable": it._is_iterable, "rank": it._rank, "world_size": it._world_size,
              "delivered_extra": [], "batch_size": loader.batch_size if loader is not None else None}
-    recipe = getattr(it, "_recipe", None)
-    if recipe is not None and not it._is_iterable:
+    plan = getattr(it, "_plan", None)
+    if plan is not None and plan.recipe is not None and not it._is_iterable:
         # What the epoch's global order is made of, its segments so far and
         # this loader's split: any topology can take the rest (stoker._topology).
-        world, _, pad = it._split
-        state["order"] = {"recipe": recipe, "segments": list(it._segments), "world": world, "pad": pad,
-                          "batch_size": loader.batch_size if loader is not None else None}
+        state["order"] = plan.state(loader.batch_size if loader is not None else None)
     if it._is_iterable:
         # Per worker: batches delivered (the resumed run's skip included);
         # round robin goes on after the last one's worker.

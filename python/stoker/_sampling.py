@@ -169,3 +169,32 @@ def batches(order, batch_size: Optional[int], drop_last: bool, pending: dict) ->
         pos = b * batch_size
         yield np.frombuffer(order.read(pos, min(batch_size, n - pos)), dtype=np.int64).tolist()
     settle_all(pending)  # the epoch is over: a generator it drew from as torch leaves it
+
+
+def loader_epoch(loader, auto_collation, pending: dict, recipe: dict):
+    """The epoch's order, begun now, where the sampler's order is made
+    natively (a StreamingDataset's, torch's RandomSampler and
+    DistributedSampler, stoker's ScalableShuffleSampler: native_epoch) and
+    torch's own batching of it is all there is; else None (the sampler is
+    iterated in Python)."""
+    from torch.utils.data import BatchSampler
+    sampler = loader.sampler
+    if auto_collation:
+        bs = loader.batch_sampler
+        if type(bs) is not BatchSampler or bs.sampler is not sampler:
+            return None
+    order = native_epoch(sampler, pending, recipe)
+    if recipe and "rank" not in recipe:
+        recipe["rank"] = int(getattr(sampler, "rank", 0))
+    return order
+
+
+def eager(it):
+    """Takes the first item of `it` now (so a lazy sampler draws its random
+    order now) and returns an iterator that yields it first."""
+    import itertools
+    try:
+        first = next(it)
+    except StopIteration:
+        return iter(())
+    return itertools.chain((first,), it)

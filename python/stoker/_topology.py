@@ -125,3 +125,78 @@ def padding(length: int, world: int, rank: int, pad: bool, split: str = "strided
         first_pad = max(0, -(-(length - rank) // world))
         return max(0, per - first_pad)
     return max(0, (rank + 1) * per - max(length, rank * per))
+
+
+class EpochPlan:
+    """What an epoch's order is made of, as a loader's iterator began it:
+    the recipe of its global order (None: a sampler stoker does not know),
+    the segments it had (topology changes of a resumed epoch), this loader's
+    split (world, rank, pad) and stats()'s counts of this rank's part."""
+
+    def __init__(self, recipe: Optional[dict]):
+        self.recipe = dict(recipe) if recipe else None
+        self.segments = []
+        self.split = (recipe.get("world", 1), recipe.get("rank", 0), recipe.get("pad", True)) if recipe else \
+            (1, 0, True)
+        self.counts = None
+
+    @classmethod
+    def begin(cls, loader, resume: Optional[dict], iterable: bool, native_order_of):
+        """Begins the epoch's order: native_order_of(recipe) is the loader's
+        order of its sampler (or None: iterated in Python), filling `recipe`.
+        For a resumed epoch whose state says what its order is made of, the
+        rest of it on this topology: a new order, and nothing to skip, when
+        the world size or batch size changed; else the saved order with its
+        delivered batches skipped.  Returns (plan, order, resume)."""
+        saved = resume.get("order") if resume is not None and not iterable else None
+        load_topology = getattr(loader.sampler, "_stoker_load_topology", None)
+        if saved is not None and load_topology is not None:  # a StreamingDataset's sampler plans its own fetches
+            load_topology(saved, resume["delivered"], resume["delivered_extra"], loader.batch_size)
+        recipe = {}
+        native_order = None if iterable else native_order_of(recipe)
+        plan = cls(recipe)
+        if saved is None:
+            plan._count(recipe.get("n"))
+            return plan, native_order, resume
+        if not recipe:
+            raise ValueError(f"stoker: the state describes its epoch's order, but this loader's sampler "
+                             f"({type(loader.sampler).__name__}) is not one whose order stoker knows ({KNOWN}): it "
+                             "cannot place the rest of the epoch")
+        if (saved["recipe"]["kind"] == "stream") != hasattr(loader.sampler, "_stoker_resumed"):
+            raise ValueError("stoker: the state's epoch and this loader are not both a StreamingDataset's: resume "
+                             "a loader with the dataset it saved")
+        plan.recipe = saved["recipe"]
+        world, rank, pad = plan.split
+        if saved["recipe"]["kind"] == "stream":
+            plan.segments, same, length = loader.sampler._stoker_resumed
+            part = native_order  # (the sampler made the rest of the epoch itself)
+        else:
+            part, plan.segments, same, length = resumed_order(saved, resume["delivered"], resume["delivered_extra"],
+                                                              world, rank, pad, loader.batch_size,
+                                                              len(loader.dataset))
+        plan._count(length if length is not None else recipe.get("n"))
+        if same and not plan.segments:
+            return plan, native_order, resume  # the uninterrupted run's order, as the sampler made it
+        if not same:
+            resume = dict(resume, delivered=0, delivered_extra=[])  # what was delivered is not in `part`
+        return plan, part, resume
+
+    def _count(self, length: Optional[int]) -> None:
+        """stats()["epoch_order"]: this rank's samples of the epoch (of its
+        rest, resumed on another topology) and how many of them are the
+        split's padding (repeats, so that every rank takes as many steps)."""
+        if length is None or self.recipe is None:
+            return
+        world, rank, pad = self.split
+        split = self.recipe.get("split", "strided")
+        self.counts = {"samples": int(N.lib.samples_per_rank(int(length), world, pad)),
+                       "padding": padding(int(length), world, rank, pad, split),
+                       "segments": len(self.segments), "kind": self.recipe["kind"]}
+
+    def state(self, batch_size: Optional[int]) -> dict:
+        """The state's "order": the recipe, the segments so far and this
+        loader's split, for resumed_order."""
+        world, _, pad = self.split
+        return {"recipe": self.recipe, "segments": list(self.segments), "world": world, "pad": pad,
+                "batch_size": batch_size}
+

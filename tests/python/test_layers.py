@@ -1,6 +1,8 @@
 """The source tree keeps its shape: src/'s folders are layers (src/README.md,
 "Layers"), and no include goes from a lower layer to a higher one or across
-one layer; stoker's Python modules import one another without a cycle."""
+one layer; stoker's Python modules import one another without a cycle, and
+none of them is over 600 lines (a file that grows past it has a seam to
+split along)."""
 import ast
 import os
 import re
@@ -156,3 +158,17 @@ def test_no_import_cycle_among_stokers_modules():
 
 def test_the_cycle_check_sees_a_cycle():
     assert cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
+
+
+def test_no_python_module_is_over_600_lines():
+    root = os.path.join(REPO, "python", "stoker")
+    long = {}
+    for dirpath, _dirs, names in os.walk(root):
+        for f in names:
+            if f.endswith(".py"):
+                with open(os.path.join(dirpath, f)) as fh:
+                    n = sum(1 for _ in fh)
+                if n > 600:
+                    long[os.path.relpath(os.path.join(dirpath, f), REPO)] = n
+    assert not long, f"split these along their seams: {long}"
+
