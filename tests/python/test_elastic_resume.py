@@ -39,12 +39,12 @@ class Samples(torch.utils.data.Dataset):
 
 
 def run_segments(make_loader, segments=SEGMENTS, counts=None, ids=lambda b: np.asarray(b).reshape(-1),
-                 check=None):
+                 check=None, first_state=None):
     """Each segment's ranks one after another, each reading its batches;
     rank 0's state goes to the next segment (check(segment number, state)
     first).  Returns the sample counts and the last state."""
     counts = collections.Counter() if counts is None else counts
-    state = None
+    state = first_state
     for seg, (world, workers, batch, stop) in enumerate(segments):
         states = []
         for rank in range(world):
@@ -125,6 +125,20 @@ def test_the_scalable_shuffle_and_a_single_loaders_random_order_resume_on_other_
             del it
         state = states[0]
     exactly_once(counts + rest)
+
+
+def test_a_random_sampler_with_its_own_generator_resumes_on_two_ranks():
+    ds = Samples(777)
+    g = torch.Generator().manual_seed(21)
+    loader = stoker.DataLoader(ds, batch_size=25, num_workers=1, sampler=RandomSampler(ds, generator=g))
+    it = iter(loader)
+    head = collections.Counter(int(v) for _ in range(4) for v in next(it))
+    state = loader.state_dict()
+    del it
+    assert state["order"]["recipe"]["kind"] == "randperm_state"
+    counts, _ = run_segments(distributed_loader(ds), [(2, 1, 30, None)], head, first_state=state)
+    # 777 - 100 = 677 left, split in two padded halves of 339: one repeat.
+    assert set(counts) == set(range(777)) and sum(counts.values()) == 778
 
 
 def test_the_resumed_order_is_a_function_of_the_state_and_the_topology():
