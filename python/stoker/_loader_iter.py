@@ -77,9 +77,18 @@ class _StokerIter(_BaseDataLoaderIter):
         super().__init__(loader)
         if own_pass:  # a second thread's pass beside the persistent iterator: its workers end with it
             self._persistent_workers = False
-        else:
+        # Where this iterator stopped if it is let go of mid-epoch, for the
+        # loader's state_dict(): a box the loader owns (a weak reference to
+        # the loader would be cleared before a cycle's finalizer runs).
+        self._final = loader.__dict__.setdefault("_stoker_final", {})
+        self._final_token = object()
+        if not own_pass:
             loader._last_iter = weakref.ref(self)
+            self._final.clear()
+            self._final["owner"] = self._final_token
         self._loader_ref = weakref.ref(loader)
+        self._sampler_obj, self._batch_size = loader.sampler, loader.batch_size
+        self._loader_epoch = getattr(loader, "_epoch", None)  # (kept by loader.set_epoch too)
         self._rank, self._world_size = loader.rank, loader.world_size
         # sample_seeds=True: each sample's random streams seeded from (seed, epoch, index) (_worker.py).
         self._sample_seed = int(loader.seed) if getattr(loader, "sample_seeds", False) else None
@@ -349,6 +358,13 @@ class _StokerIter(_BaseDataLoaderIter):
         engine = getattr(self, "_engine", None)
         if engine is None:
             return
+        if self._pass_thread is not None and self._final.get("owner") is self._final_token:
+            # Let go of mid-epoch (a loop that broke out, a crash): where it
+            # stopped stays the loader's state_dict().
+            try:
+                self._final["state"] = self.resume_state()
+            except Exception:  # noqa: BLE001 - a state must never fail a shutdown
+                pass
         loader = self._loader_ref()
         if loader is not None:  # loader.stats() describes the last iterator once it is gone too
             try:
@@ -359,6 +375,7 @@ class _StokerIter(_BaseDataLoaderIter):
                 loader._final_stats = self.stats(memory=False)
             except Exception:  # noqa: BLE001 - statistics must never fail a shutdown
                 pass
+
         for wid in range(len(self._workers)):
             engine.forget(wid)
         engine.shutdown()  # every worker wakes up and leaves
@@ -383,7 +400,11 @@ class _StokerIter(_BaseDataLoaderIter):
 
     def _next_data(self):
         if self._num_workers == 0:
-            return _local.next_local(self)
+            try:
+                return _local.next_local(self)
+            except StopIteration:
+                self._pass_thread = None  # the epoch is over, not left mid-way
+                raise
         if self._shutdown:
             raise StopIteration
         code, value = self._pump.next(self._timeout if self._timeout > 0 else -1.0)

@@ -52,19 +52,22 @@ def last_of_worker(wid: int, nw: int, delivered: int) -> Optional[int]:
 def iterator_state(it) -> dict:
     """The state of `it` (a _StokerIter) mid-epoch."""
     rng = it._epoch_rng
+    # (From the iterator's own references: a loop that let go of it mid-epoch
+    # takes its state while the cyclic GC may have cleared its loader's.)
+    if hasattr(it._sampler_obj, "_stoker_state"):
+        rng = dict(rng, stream=it._sampler_obj._stoker_state())  # a streaming dataset's epoch
     loader = it._loader_ref()
-    if loader is not None and hasattr(loader.sampler, "_stoker_state"):
-        rng = dict(rng, stream=loader.sampler._stoker_state())  # a streaming dataset's epoch
-    state = {"version": STATE_VERSION, "epoch": getattr(loader, "_epoch", None),
+    state = {"version": STATE_VERSION, "epoch": getattr(loader, "_epoch", None) if loader is not None else
+             it._loader_epoch,
              "rng": rng, "base_seed": int(it._base_seed), "num_workers": it._num_workers,
              "native_resets": int(getattr(it, "_native_resets", 0)),
              "iterable": it._is_iterable, "rank": it._rank, "world_size": it._world_size,
-             "delivered_extra": [], "batch_size": loader.batch_size if loader is not None else None}
+             "delivered_extra": [], "batch_size": it._batch_size}
     plan = getattr(it, "_plan", None)
     if plan is not None and plan.recipe is not None and not it._is_iterable:
         # What the epoch's global order is made of, its segments so far and
         # this loader's split: any topology can take the rest (stoker._topology).
-        state["order"] = plan.state(loader.batch_size if loader is not None else None)
+        state["order"] = plan.state(it._batch_size)
     if it._is_iterable:
         # Per worker: batches delivered (the resumed run's skip included);
         # round robin goes on after the last one's worker.

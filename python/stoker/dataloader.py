@@ -220,6 +220,10 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         it = self._iterator if self._iterator is not None else getattr(self, "_last_iter", lambda: None)()
         if it is not None:
             it._engine.set_epoch(epoch)
+            it._loader_epoch = epoch
+        final = self.__dict__.get("_stoker_final", {})
+        if final.get("state") is not None and final["state"].get("epoch") != epoch:
+            final.pop("state")  # another epoch: the one left mid-way is not resumed
 
     # ---- resume -------------------------------------------------------------
 
@@ -232,6 +236,9 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         it = self._iterator if self._iterator is not None else getattr(self, "_last_iter", lambda: None)()
         if it is not None and not it._shutdown_for_good():
             return it.resume_state()
+        final = self.__dict__.get("_stoker_final", {}).get("state")
+        if final is not None:
+            return final  # the last iterator, let go of mid-epoch: where it stopped
         # Before (or between) epochs: nothing delivered; the order is the one
         # the random state now would give.
         return {"version": self._STATE_VERSION, "epoch": getattr(self, "_epoch", None),
@@ -278,6 +285,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         if state["epoch"] is not None:
             self.set_epoch(state["epoch"])
         self._resume = state
+        self.__dict__.get("_stoker_final", {}).pop("state", None)
 
     def __iter__(self):
         """torch's: a new iterator per pass, or with persistent workers the

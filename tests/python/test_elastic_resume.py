@@ -326,3 +326,36 @@ def test_a_streaming_dataset_resumed_on_4_3_6_1_ranks_reads_every_sample_once(tm
     counts, _ = run_segments(make, [(4, 3, 30, 2), (3, 2, 40, 1), (6, 5, 30, 1), (1, 0, 16, None)],
                              ids=lambda b: b["y"], check=check)
     exactly_once(counts, n)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_loop_that_broke_out_still_has_its_position(workers):
+    # `for batch in loader: ... break` lets go of the iterator: its workers stop,
+    # and state_dict() is still where it stopped, not the epoch's start.
+    ds = Samples(300)
+    loader = stoker.DataLoader(ds, batch_size=10, shuffle=True, num_workers=workers)
+    seen = []
+    for k, b in enumerate(loader):
+        seen += b.tolist()
+        if k == 6:
+            break
+    import gc
+    gc.collect()
+    state = loader.state_dict()
+    assert state["delivered"] == 7
+    again = stoker.DataLoader(ds, batch_size=10, shuffle=True, num_workers=workers)
+    again.load_state_dict(state)
+    rest = [i for b in again for i in b.tolist()]
+    assert sorted(seen + rest) == list(range(300))
+    # An epoch that ended leaves no position: the next state is between epochs.
+    whole = stoker.DataLoader(ds, batch_size=10, num_workers=workers)
+    assert len([b for b in whole]) == 30
+    gc.collect()
+    assert whole.state_dict()["delivered"] == 0
+    # Nor does a loop left mid-way once another epoch is set.
+    for k, b in enumerate(whole):
+        if k == 3:
+            break
+    gc.collect()
+    whole.set_epoch(5)
+    assert whole.state_dict()["delivered"] == 0
