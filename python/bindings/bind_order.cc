@@ -11,6 +11,7 @@
 #include "glue/py_pump.h"
 #include "order/feistel_order.h"
 #include "order/index_order.h"
+#include "order/mix_order.h"
 #include "order/torch_randperm.h"
 
 namespace py = pybind11;
@@ -67,6 +68,12 @@ void BindOrder(py::module_& m) {
   m.def("feistel_order", [](uint64_t n, uint64_t seed, uint64_t epoch) {
           return EpochOrderHandle{std::make_shared<FeistelOrder>(n, FeistelOrder::SeedFor(seed, epoch)), nullptr};
         }, "A keyed permutation of [0, n) from (seed, epoch), with no storage.");
+  m.def("mix_order", [](std::vector<uint64_t> sizes, std::vector<double> weights, uint64_t seed, uint64_t epoch,
+                        bool shuffle, uint64_t samples, bool stop) {
+          MixSpec spec{std::move(sizes), std::move(weights), seed, epoch, shuffle, samples, stop};
+          return EpochOrderHandle{Check(MixOrder::Make(std::move(spec))), nullptr};
+        }, "A mixed epoch's order of global indices (order/mix_order.h): sources by the largest deficit, each "
+           "source's samples in its own order.");
   m.def("iota_order", [](uint64_t n) { return EpochOrderHandle{std::make_shared<IotaOrder>(n), nullptr}; },
         "0, 1, ..., n-1, with no storage.");
   m.def("remainder_order", [](const EpochOrderHandle& base, const std::vector<std::pair<uint64_t, uint64_t>>& consumed) {

@@ -11,7 +11,7 @@ import os as _os
 from stoker.errors import LoaderTimeout, WorkerCrashed
 
 __version__ = "0.1.0"
-__all__ = ["DataLoader", "WorkerCrashed", "LoaderTimeout", "get_worker_info", "DEFAULT_MAX_MEMORY"]
+__all__ = ["DataLoader", "WorkerCrashed", "LoaderTimeout", "get_worker_info", "DEFAULT_MAX_MEMORY", "Mix"]
 
 
 #: For C++ programs: the prefix under which an installed stoker has its CMake
@@ -31,7 +31,7 @@ def get_worker_info():
 
 #: Submodules that `import stoker` makes reachable as attributes
 #: (stoker.shared.Array, stoker.io.TFRecordDataset, ...), imported on first use.
-_SUBMODULES = ("shared", "io", "streaming", "cache", "distributed", "errors", "accelerate", "vision")
+_SUBMODULES = ("shared", "io", "streaming", "cache", "distributed", "errors", "accelerate", "vision", "mix")
 
 TORCH_MISSING = ("stoker.DataLoader is built on torch.utils.data.DataLoader and needs PyTorch, also with "
                  "output='numpy': install it with `pip install torch` (or `pip install torch==<version>` to pin "
@@ -48,6 +48,9 @@ def __getattr__(name):
                 raise ModuleNotFoundError(TORCH_MISSING, name="torch") from None
             raise
         return getattr(dataloader, name)
+    if name == "Mix":
+        from stoker.mix import Mix
+        return Mix
     if name in _SUBMODULES:
         import importlib
         return importlib.import_module(f"stoker.{name}")

@@ -104,6 +104,14 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         self.rank, self.world_size = rank_and_world_size() if distributed else (0, 1)
         from stoker.streaming import streaming_source
         stream = streaming_source(dataset)
+        from stoker.mix import Mix
+        if isinstance(dataset, Mix) and shuffle == "scalable":
+            raise ValueError("shuffle='scalable' would shuffle a Mix's positions and lose its proportions: "
+                             "shuffle=True shuffles each of its sources instead")
+        if isinstance(dataset, Mix) and shuffle is not None:
+            # A Mix's positions stay in order (its prefixes keep the weights);
+            # shuffle=True shuffles each source's samples instead.
+            dataset.shuffle, shuffle = bool(shuffle), None
         from stoker.sampling import ScalableShuffleSampler
         if shuffle == "scalable":
             if sampler is not None or batch_sampler is not None:

@@ -1,0 +1,105 @@
+// MixOrder (mix_order.h).
+#include "order/mix_order.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "core/mix.h"
+#include "order/feistel_order.h"
+
+namespace stoker {
+
+namespace {
+constexpr uint64_t kCheckpointEvery = uint64_t{1} << 16;
+}  // namespace
+
+Result<std::shared_ptr<MixOrder>> MixOrder::Make(MixSpec spec) {
+  const size_t k = spec.sizes.size();
+  if (k == 0) return Status::InvalidArgument("Mix: no sources");
+  if (spec.weights.size() != k)
+    return Status::InvalidArgument("Mix: " + std::to_string(spec.weights.size()) + " weights for " +
+                                   std::to_string(k) + " sources");
+  for (size_t i = 0; i < k; ++i) {
+    if (spec.sizes[i] == 0) return Status::InvalidArgument("Mix: source " + std::to_string(i) + " has no samples");
+    if (!(spec.weights[i] > 0) || !std::isfinite(spec.weights[i]))
+      return Status::InvalidArgument("Mix: source " + std::to_string(i) + "'s weight is " +
+                                     std::to_string(spec.weights[i]) + "; every weight must be > 0 (leave a "
+                                     "source out to give it none)");
+  }
+  return std::shared_ptr<MixOrder>(new MixOrder(std::move(spec)));
+}
+
+MixOrder::MixOrder(MixSpec spec) : spec_(std::move(spec)) {
+  const size_t k = spec_.sizes.size();
+  const double total = std::accumulate(spec_.weights.begin(), spec_.weights.end(), 0.0);
+  w_.resize(k);
+  for (size_t i = 0; i < k; ++i) w_[i] = spec_.weights[i] / total;
+  offsets_.assign(k + 1, 0);
+  for (size_t i = 0; i < k; ++i) offsets_[i + 1] = offsets_[i] + spec_.sizes[i];
+  samples_ = spec_.samples ? spec_.samples : offsets_[k];
+  if (spec_.stop) {
+    // Every prefix keeps c_i <= w_i * n + 1: up to n = (size_i - 1) / w_i no
+    // source takes more than it has.
+    for (size_t i = 0; i < k; ++i)
+      samples_ = std::min<uint64_t>(samples_, static_cast<uint64_t>(std::floor((spec_.sizes[i] - 1) / w_[i])) + 1);
+  }
+  counts_.assign(k, 0);
+  checkpoints_.emplace(0, counts_);
+}
+
+int64_t MixOrder::Step() {
+  const double n = static_cast<double>(pos_ + 1);
+  size_t best = 0;
+  double best_deficit = w_[0] * n - static_cast<double>(counts_[0]);
+  for (size_t i = 1; i < w_.size(); ++i) {
+    const double d = w_[i] * n - static_cast<double>(counts_[i]);
+    if (d > best_deficit) best_deficit = d, best = i;
+  }
+  const uint64_t c = counts_[best]++, size = spec_.sizes[best];
+  const uint64_t source_epoch = c / size, at = c % size;
+  uint64_t local = at;
+  if (spec_.shuffle) {
+    const uint64_t key = Mix64(FeistelOrder::SeedFor(spec_.seed, spec_.epoch) ^ Mix64(best + 1) ^
+                               Mix64((source_epoch + 1) * 0x9E3779B97F4A7C15ull));
+    local = FeistelOrder(size, key).At(at);
+  }
+  ++pos_;
+  if (pos_ % kCheckpointEvery == 0) checkpoints_.emplace(pos_, counts_);
+  return static_cast<int64_t>(offsets_[best] + local);
+}
+
+void MixOrder::Seek(uint64_t pos) {
+  if (pos == pos_) return;
+  if (pos < pos_ || pos - pos_ > kCheckpointEvery) {
+    auto it = std::prev(checkpoints_.upper_bound(pos));  // (position 0 is always there)
+    if (it->first > pos_ || pos < pos_) {
+      pos_ = it->first;
+      counts_ = it->second;
+    }
+  }
+  while (pos_ < pos) (void)Step();
+}
+
+Status MixOrder::Read(uint64_t pos, uint64_t n, int64_t* out) {
+  if (pos + n > samples_) return Status::InvalidArgument("order positions past its end");
+  std::lock_guard<std::mutex> g(mu_);
+  Seek(pos);
+  for (uint64_t k = 0; k < n; ++k) out[k] = Step();
+  return Status::OK();
+}
+
+std::vector<uint64_t> MixOrder::Counters(uint64_t pos) {
+  std::lock_guard<std::mutex> g(mu_);
+  Seek(std::min(pos, samples_));
+  return counts_;
+}
+
+std::pair<uint32_t, uint64_t> MixOrder::Locate(uint64_t g) const {
+  const auto it = std::upper_bound(offsets_.begin(), offsets_.end(), g);
+  const auto i = static_cast<uint32_t>(it - offsets_.begin() - 1);
+  return {i, g - offsets_[i]};
+}
+
+}  // namespace stoker

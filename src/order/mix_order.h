@@ -1,0 +1,76 @@
+// MixOrder: the order of a mixed epoch over k sources with weights, as an
+// IndexOrder of global indices (source i's sample j is offset(i) + j, the
+// sources laid end to end).
+//
+// Position p (n = p + 1 samples so far) takes its source by the largest
+// deficit: the source i with the largest w_i * n - c_i, c_i the samples it
+// took before p (ties to the lowest i; Megatron's blending rule).  Every
+// prefix is then within one sample of the weights: |c_i(n) - w_i * n| <= 1
+// for every n and i, where a weighted random draw per sample strays by
+// sqrt(w_i * n).  The source's sample is the next of its own order: its
+// c_i-th, in source-epoch c_i / size_i, shuffled by a keyed Feistel
+// permutation of (seed, epoch, i, source-epoch) when `shuffle`, in order
+// otherwise.  A source that runs out starts its next source-epoch (cycle),
+// or, with `stop`, the mixed epoch ends before any source would.
+//
+// The order is a function of the spec alone: nothing is stored per sample.
+// It is computed as it is read (O(k) a position), from the last of the
+// checkpoints it keeps (the counters every 2^16 positions), so a resumed
+// epoch that starts far in reads from the nearest one, and a counter state
+// given (Counters, SeekTo) starts there with no replay.
+// Thread safety: Read may be called from any thread (a mutex).
+#ifndef STOKER_ORDER_MIX_ORDER_H_
+#define STOKER_ORDER_MIX_ORDER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "order/index_order.h"
+#include "stoker/status.h"
+
+namespace stoker {
+
+struct MixSpec {
+  std::vector<uint64_t> sizes;   // each source's samples (> 0)
+  std::vector<double> weights;   // each source's weight (> 0; normalised)
+  uint64_t seed = 0, epoch = 0;
+  bool shuffle = false;
+  uint64_t samples = 0;          // the mixed epoch's length; 0: the sum of the sizes
+  bool stop = false;             // true: the epoch ends before a source would run out
+};
+
+class MixOrder : public IndexOrder {
+ public:
+  static Result<std::shared_ptr<MixOrder>> Make(MixSpec spec);
+  uint64_t size() const override { return samples_; }
+  Status Read(uint64_t pos, uint64_t n, int64_t* out) override;
+  // The samples each source took before position `pos` (< = size()).
+  std::vector<uint64_t> Counters(uint64_t pos);
+  // Where global index `g` comes from: (source, index within it).
+  std::pair<uint32_t, uint64_t> Locate(uint64_t g) const;
+  uint64_t offset(uint32_t source) const { return offsets_[source]; }
+  const MixSpec& spec() const { return spec_; }
+
+ private:
+  explicit MixOrder(MixSpec spec);
+  // Moves the cursor to `pos` (from the nearest checkpoint at or below it).
+  void Seek(uint64_t pos);
+  // The cursor's position: its source chosen, its sample's global index; advances.
+  int64_t Step();
+
+  MixSpec spec_;
+  std::vector<double> w_;           // normalised weights
+  std::vector<uint64_t> offsets_;   // k + 1
+  uint64_t samples_ = 0;
+  std::mutex mu_;
+  uint64_t pos_ = 0;                 // the cursor
+  std::vector<uint64_t> counts_;     // samples each source took before pos_
+  std::map<uint64_t, std::vector<uint64_t>> checkpoints_;  // position -> counters
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_ORDER_MIX_ORDER_H_
