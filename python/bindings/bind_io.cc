@@ -5,6 +5,7 @@
 
 #include "core/atomic_file.h"
 #include "glue/errors.h"
+#include "io/mixed_dataset.h"
 #include "glue/options.h"
 #include "glue/read_sample.h"
 #include "io/record_file_dataset.h"
@@ -55,6 +56,9 @@ void BindIo(py::module_& m) {
              ElementType t = Check(ParseElementType(dtype));
              return std::shared_ptr<NativeDataset>(
                  Check(RecordFileDataset::OpenRaw(path, t, std::move(shape), Check(ParseIoMode(io))))); })
+      .def_static("mixed", [](std::vector<std::shared_ptr<NativeDataset>> sources) {
+             return std::static_pointer_cast<NativeDataset>(Check(MixedDataset::Make(std::move(sources)))); },
+           "Native datasets laid end to end (stoker.Mix's sources read by C++ threads).")
       .def_static("open_npy", [](const std::string& path, const std::string& io) {
              return std::shared_ptr<NativeDataset>(Check(RecordFileDataset::OpenNpy(path, Check(ParseIoMode(io))))); })
       .def_static("open_npy_dir", [](const std::string& dir) {

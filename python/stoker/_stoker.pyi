@@ -338,6 +338,11 @@ class Transform:
         ...
 class NativeDataset:
     @staticmethod
+    def mixed(arg0: collections.abc.Sequence[NativeDataset]) -> NativeDataset:
+        """
+        Native datasets laid end to end (stoker.Mix's sources read by C++ threads).
+        """
+    @staticmethod
     def open_npy(arg0: str, arg1: str) -> NativeDataset:
         ...
     @staticmethod

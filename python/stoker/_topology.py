@@ -21,7 +21,7 @@ from stoker import _native as N
 
 #: The samplers whose global order stoker knows, for messages.
 KNOWN = ("torch's SequentialSampler and RandomSampler (without replacement, num_samples=len(dataset)), "
-         "DistributedSampler, stoker's distributed=True and shuffle='scalable'")
+         "DistributedSampler, stoker's distributed=True and shuffle='scalable', a StreamingDataset's and a Mix's")
 
 
 def global_order(recipe: dict, stream=None):
@@ -41,6 +41,10 @@ def global_order(recipe: dict, stream=None):
         return N.lib.torch_randperm_seeded(n, int(recipe["seed"]), n)
     if kind == "randperm_state":
         return N.lib.torch_randperm(n, n, recipe["words"], int(recipe["left"]), int(recipe["next"]), 0)
+    if kind == "mix":
+        return N.lib.mix_order(list(recipe["sizes"]), list(recipe["weights"]), int(recipe["seed"]),
+                               int(recipe["epoch"]), bool(recipe["shuffle"]), int(recipe["samples"]),
+                               bool(recipe["stop"]))
     if kind == "feistel":
         return N.lib.feistel_order(n, int(recipe["seed"]), int(recipe["epoch"]))
     raise ValueError(f"stoker: an epoch order of unknown kind {kind!r} in the loader state")
@@ -172,8 +176,7 @@ class EpochPlan:
             part = native_order  # (the sampler made the rest of the epoch itself)
         else:
             part, plan.segments, same, length = resumed_order(saved, resume["delivered"], resume["delivered_extra"],
-                                                              world, rank, pad, loader.batch_size,
-                                                              len(loader.dataset))
+                                                              world, rank, pad, loader.batch_size, recipe.get("n"))
         plan._count(length if length is not None else recipe.get("n"))
         if same and not plan.segments:
             return plan, native_order, resume  # the uninterrupted run's order, as the sampler made it

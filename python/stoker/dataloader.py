@@ -104,13 +104,23 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         self.rank, self.world_size = rank_and_world_size() if distributed else (0, 1)
         from stoker.streaming import streaming_source
         stream = streaming_source(dataset)
-        from stoker.mix import Mix
+        from stoker.mix import Mix, MixSampler
         if isinstance(dataset, Mix) and shuffle == "scalable":
             raise ValueError("shuffle='scalable' would shuffle a Mix's positions and lose its proportions: "
                              "shuffle=True shuffles each of its sources instead")
-        if isinstance(dataset, Mix) and shuffle is not None:
-            # A Mix's positions stay in order (its prefixes keep the weights);
-            # shuffle=True shuffles each source's samples instead.
+        if isinstance(dataset, Mix) and (sampler is None or isinstance(sampler, MixSampler)) and batch_sampler is None:
+            # The mixed epoch's order is made here, once: the workers (or C++
+            # threads) read its global indices from the sources laid end to
+            # end.  Its positions stay in order (its prefixes keep the
+            # weights); shuffle=True shuffles each source's samples.
+            if even_split not in ("pad", "drop"):
+                raise ValueError(f"even_split should be 'pad' or 'drop', but got {even_split!r}")
+            if sampler is None:
+                sampler = MixSampler(dataset, shuffle=bool(shuffle), rank=self.rank, world_size=self.world_size,
+                                     pad=even_split == "pad")
+            self.mix, dataset, shuffle = dataset, dataset._by_index(), None
+        elif isinstance(dataset, Mix) and shuffle is not None:
+            # (a sampler of the user's over its positions)
             dataset.shuffle, shuffle = bool(shuffle), None
         from stoker.sampling import ScalableShuffleSampler
         if shuffle == "scalable":
@@ -132,7 +142,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
                                      pad=even_split == "pad")
             shuffle = None
         elif distributed and not isinstance(dataset, IterableDataset) and not \
-                isinstance(sampler, ScalableShuffleSampler):
+                isinstance(sampler, (ScalableShuffleSampler, MixSampler)):
             if sampler is not None or batch_sampler is not None:
                 raise ValueError("distributed=True builds the sampler: pass no sampler or batch_sampler "
                                  "(or pass your DistributedSampler without distributed=True)")

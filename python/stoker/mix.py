@@ -13,10 +13,16 @@ A source that runs out starts its next source-epoch (on_exhausted="cycle"),
 or the mixed epoch ends before any source would (on_exhausted="stop").
 
 The epoch's order is a function of (seed, epoch, the sources' sizes and
-weights) alone, so stoker.DataLoader reads a Mix in position order (its
-`shuffle` shuffles each source's samples, not the positions, which would lose
-the prefix proportions), and splits, resumes and resumes on another topology
-as any map-style dataset of that length.
+weights) alone.  stoker.DataLoader makes it once, in the main process
+(MixSampler: the order of the samples' global indices, the sources laid end
+to end), and its workers only route each index to its source; a Mix of
+stoker.io datasets with the same fields is read by C++ threads (MixedDataset,
+src/io/mixed_dataset.h), no Python per sample.  Its `shuffle` shuffles each
+source's samples, not the positions, which would lose the prefixes'
+proportions.  It splits between ranks, resumes, and resumes on another
+topology (the state says the mix's recipe) as any map-style dataset.
+Any other loader (torch's) reads it by position: mix[p] computes position p's
+sample in its own process.
 """
 from __future__ import annotations
 
@@ -27,13 +33,14 @@ from typing import Optional, Sequence
 import numpy as np
 
 from stoker import _native as N
+from stoker.io import NativeDataset
 
 try:
     from torch.utils.data import Dataset as _Base
 except ImportError:  # pragma: no cover - numpy-only use
     _Base = object
 
-__all__ = ["Mix"]
+__all__ = ["Mix", "MixSampler"]
 
 
 class Mix(_Base):
@@ -107,3 +114,102 @@ class Mix(_Base):
     def __repr__(self) -> str:
         return (f"stoker.Mix({len(self.sources)} sources, {self._len} samples an epoch, "
                 f"on_exhausted={self.on_exhausted!r})")
+
+    # ---- stoker.DataLoader's view: global indices ----------------------------
+
+    def _epoch_order(self, epoch: int, shuffle: bool):
+        """The mixed epoch's order of global indices (an EpochOrder)."""
+        return N.lib.mix_order(self.sizes, self.weights, self.seed & 0xFFFF_FFFF_FFFF_FFFF, int(epoch), bool(shuffle),
+                               self.epoch_samples or 0, self.on_exhausted == "stop")
+
+    def _by_index(self):
+        """The dataset stoker.DataLoader reads: sample g of the sources laid
+        end to end; native when every source is a stoker.io dataset read
+        natively with the same fields."""
+        if all(isinstance(s, NativeDataset) and getattr(s, "_native_loadable", True) and
+               getattr(s, "_transform", None) is None for s in self.sources):
+            return _NativeSources(self)
+        return _Sources(self)
+
+
+class _Sources(_Base):
+    """A Mix's sources laid end to end: item g is sample g - offset(i) of
+    source i (what MixSampler's indices name)."""
+
+    def __init__(self, mix: Mix):
+        self.mix = mix
+
+    def __len__(self) -> int:
+        return self.mix._offsets[-1]
+
+    def __getitem__(self, g: int):
+        offsets = self.mix._offsets
+        source = bisect.bisect_right(offsets, int(g)) - 1
+        return self.mix.sources[source][int(g) - offsets[source]]
+
+    def set_epoch(self, epoch: int) -> None:
+        for s in self.mix.sources:
+            fn = getattr(s, "set_epoch", None)
+            if fn is not None:
+                fn(epoch)
+
+    def __repr__(self) -> str:
+        return f"the sources of {self.mix!r}"
+
+
+class _NativeSources(NativeDataset, _Sources):
+    """_Sources read by C++ threads (MixedDataset, src/io/mixed_dataset.h)."""
+
+    def __init__(self, mix: Mix):
+        _Sources.__init__(self, mix)
+        self._native = N.lib.NativeDataset.mixed([s._native for s in mix.sources])
+
+    __len__ = NativeDataset.__len__
+    __getitem__ = NativeDataset.__getitem__
+    set_epoch = NativeDataset.set_epoch
+    __repr__ = _Sources.__repr__
+
+    def __reduce__(self):
+        return _NativeSources, (self.mix,)
+
+
+class MixSampler:
+    """The sampler stoker.DataLoader gives a Mix: this rank's part of the
+    mixed epoch's global indices (DistributedSampler's split of them), made
+    natively.  Each pass is a new epoch unless set_epoch() says which."""
+
+    def __init__(self, mix: Mix, shuffle: bool = False, rank: int = 0, world_size: int = 1, pad: bool = True):
+        self.mix, self.shuffle, self.rank, self.world_size, self.pad = mix, bool(shuffle), rank, world_size, pad
+        self.epoch = 0
+        self._explicit = False
+        self._begun = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+        self._explicit = True
+
+    def __len__(self) -> int:
+        return N.lib.samples_per_rank(len(self.mix), self.world_size, self.pad)
+
+    def _stoker_native_order(self):
+        epoch = self.epoch
+        if not self._explicit:
+            self.epoch += 1
+        self._explicit = False
+        self._begun = epoch
+        order = self.mix._epoch_order(epoch, self.shuffle)
+        per = N.lib.samples_per_rank(len(order), self.world_size, self.pad)
+        return N.lib.strided_rank_order(order, per * self.world_size, self.rank, self.world_size)
+
+    def _stoker_recipe(self):
+        """The global order of the epoch begun (stoker._topology)."""
+        m = self.mix
+        return dict(kind="mix", n=len(m), sizes=list(m.sizes), weights=list(m.weights),
+                    seed=m.seed & 0xFFFF_FFFF_FFFF_FFFF, epoch=self._begun, shuffle=self.shuffle,
+                    samples=m.epoch_samples or 0, stop=m.on_exhausted == "stop", world=self.world_size,
+                    rank=self.rank, pad=self.pad)
+
+    def __iter__(self):
+        from stoker._sampling import iterate
+        return iterate(self._stoker_native_order())
+

@@ -47,16 +47,49 @@ MixOrder::MixOrder(MixSpec spec) : spec_(std::move(spec)) {
   }
   counts_.assign(k, 0);
   checkpoints_.emplace(0, counts_);
+  while (leaves_ < k) leaves_ *= 2;
+  tree_.assign(2 * leaves_, Node{kNone, UINT64_MAX});
+  for (size_t i = 0; i < k; ++i) tree_[leaves_ + i].win = static_cast<uint32_t>(i);
+  Invalidate();
+}
+
+void MixOrder::Invalidate() {
+  for (size_t node = 1; node < leaves_; ++node) tree_[node].until = 0;
+}
+
+bool MixOrder::Ahead(uint32_t a, uint32_t b, double n) const {
+  if (a == kNone) return false;
+  if (b == kNone) return true;
+  const double da = w_[a] * n - static_cast<double>(counts_[a]);
+  const double db = w_[b] * n - static_cast<double>(counts_[b]);
+  return da > db || (da == db && a < b);
+}
+
+void MixOrder::Refresh(size_t node, uint64_t n) {
+  if (tree_[node].until > n) return;  // (a leaf's never expires)
+  Refresh(2 * node, n);
+  Refresh(2 * node + 1, n);
+  const Node& l = tree_[2 * node];
+  const Node& r = tree_[2 * node + 1];
+  const double at = static_cast<double>(n);
+  const bool left = Ahead(l.win, r.win, at);
+  const uint32_t x = left ? l.win : r.win, y = left ? r.win : l.win;
+  uint64_t until = std::min(l.until, r.until);
+  if (y != kNone && w_[y] > w_[x]) {
+    // y's deficit grows faster: it catches x's at step t.  Check again a
+    // step before (floating point), and never later than the next step.
+    const double t = (static_cast<double>(counts_[y]) - static_cast<double>(counts_[x])) / (w_[y] - w_[x]);
+    const double again = std::floor(t) - 1;
+    until = std::min<uint64_t>(until, again <= at ? n + 1 : static_cast<uint64_t>(std::min(again, 1e18)));
+  }
+  tree_[node] = Node{x, until};
 }
 
 int64_t MixOrder::Step() {
-  const double n = static_cast<double>(pos_ + 1);
-  size_t best = 0;
-  double best_deficit = w_[0] * n - static_cast<double>(counts_[0]);
-  for (size_t i = 1; i < w_.size(); ++i) {
-    const double d = w_[i] * n - static_cast<double>(counts_[i]);
-    if (d > best_deficit) best_deficit = d, best = i;
-  }
+  const uint64_t n = pos_ + 1;
+  Refresh(1, n);
+  const uint32_t best = leaves_ == 1 ? 0 : tree_[1].win;
+  for (size_t node = (leaves_ + best) / 2; node >= 1; node /= 2) tree_[node].until = 0;  // its counter moves
   const uint64_t c = counts_[best]++, size = spec_.sizes[best];
   const uint64_t source_epoch = c / size, at = c % size;
   uint64_t local = at;
@@ -77,6 +110,7 @@ void MixOrder::Seek(uint64_t pos) {
     if (it->first > pos_ || pos < pos_) {
       pos_ = it->first;
       counts_ = it->second;
+      Invalidate();
     }
   }
   while (pos_ < pos) (void)Step();

@@ -14,10 +14,12 @@
 // or, with `stop`, the mixed epoch ends before any source would.
 //
 // The order is a function of the spec alone: nothing is stored per sample.
-// It is computed as it is read (O(k) a position), from the last of the
-// checkpoints it keeps (the counters every 2^16 positions), so a resumed
-// epoch that starts far in reads from the nearest one, and a counter state
-// given (Counters, SeekTo) starts there with no replay.
+// It is computed as it is read, from the last of the checkpoints it keeps
+// (the counters every 2^16 positions).  The largest deficit is kept by a
+// kinetic tournament over the sources: each node holds the winner of its
+// subtree and the step until which that winner cannot change (the crossing
+// of its two children's deficit lines); a position recomputes the chosen
+// source's path and the nodes whose crossing came, not all k sources.
 // Thread safety: Read may be called from any thread (a mutex).
 #ifndef STOKER_ORDER_MIX_ORDER_H_
 #define STOKER_ORDER_MIX_ORDER_H_
@@ -60,6 +62,15 @@ class MixOrder : public IndexOrder {
   void Seek(uint64_t pos);
   // The cursor's position: its source chosen, its sample's global index; advances.
   int64_t Step();
+  // The kinetic tournament (tree_[1] is the root; leaves from leaves_ on).
+  struct Node {
+    uint32_t win;    // the source with the largest deficit below this node (kNone: none)
+    uint64_t until;  // ... at every step before this one (0: recompute)
+  };
+  static constexpr uint32_t kNone = UINT32_MAX;
+  bool Ahead(uint32_t a, uint32_t b, double n) const;  // a's deficit above b's at step n (ties: lower index)
+  void Refresh(size_t node, uint64_t n);
+  void Invalidate();  // every internal node, after the counters were set
 
   MixSpec spec_;
   std::vector<double> w_;           // normalised weights
@@ -69,6 +80,8 @@ class MixOrder : public IndexOrder {
   uint64_t pos_ = 0;                 // the cursor
   std::vector<uint64_t> counts_;     // samples each source took before pos_
   std::map<uint64_t, std::vector<uint64_t>> checkpoints_;  // position -> counters
+  std::vector<Node> tree_;
+  size_t leaves_ = 1;
 };
 
 }  // namespace stoker

@@ -115,3 +115,38 @@ def test_bad_mixes_are_named():
         stoker.Mix([iter(range(3))], [1])
     with pytest.raises(ValueError, match="shuffle='scalable' would shuffle a Mix's positions"):
         stoker.DataLoader(stoker.Mix([Source(0, 3)], [1]), shuffle="scalable")
+
+
+def test_torchs_loader_reads_a_mix_by_position_in_the_same_order():
+    mix = stoker.Mix([Source(0, 40), Source(1, 25)], [2, 1], seed=1)
+    ours = pairs(stoker.DataLoader(mix, batch_size=8, num_workers=1))
+    theirs = pairs(torch.utils.data.DataLoader(mix, batch_size=8, num_workers=2))
+    assert ours == theirs == [tuple(mix[p].tolist()) for p in range(len(mix))]
+
+
+def test_a_mix_of_native_datasets_is_read_by_cpp_threads(tmp_path):
+    sources = []
+    for s, n in enumerate((300, 90, 41)):
+        np.save(tmp_path / f"s{s}.npy", np.stack([np.full(n, s), np.arange(n)], axis=1).astype(np.int64))
+        sources.append(stoker.io.NpyDataset(tmp_path / f"s{s}.npy"))
+    mix = stoker.Mix(sources, [6, 3, 1], seed=2)
+    loader = stoker.DataLoader(mix, batch_size=20, shuffle=True, num_workers=2)
+    got = [tuple(r) for b in loader for r in b.tolist()]
+    assert loader.stats()["native"]["threads"] == 2  # no worker process, no Python per sample
+    py = stoker.Mix([Source(s, n) for s, n in enumerate((300, 90, 41))], [6, 3, 1], seed=2)
+    assert got == pairs(stoker.DataLoader(py, batch_size=20, shuffle=True, num_workers=1))
+    np.save(tmp_path / "odd.npy", np.zeros((5, 3), np.float32))
+    with pytest.raises(ValueError, match="source 1 .* has other fields than source 0"):
+        stoker.DataLoader(stoker.Mix([sources[0], stoker.io.NpyDataset(tmp_path / "odd.npy")], [1, 1]))
+
+
+def test_a_mixs_own_sampler_resumes_on_other_ranks():
+    mix = stoker.Mix([Source(s, 57 + 31 * s) for s in range(5)], [5, 4, 3, 2, 1], seed=4, epoch_samples=2003)
+
+    def make(world, rank, workers, batch):
+        return stoker.DataLoader(mix, batch_size=batch, num_workers=workers, shuffle=True,
+                                 sampler=stoker.mix.MixSampler(mix, shuffle=True, rank=rank, world_size=world))
+    whole = collections.Counter(hash(p) for p in pairs(stoker.DataLoader(mix, batch_size=100, shuffle=True)))
+    counts, state = run_segments(make, [(4, 2, 30, 3), (3, 1, 40, 2), (1, 0, 16, None)],
+                                 ids=lambda b: [hash(tuple(r)) for r in b.tolist()])
+    assert counts == whole

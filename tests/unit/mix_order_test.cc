@@ -45,6 +45,36 @@ TEST(MixOrder, OneThousandZipfSourcesStayWithinOneSampleOfTheirWeightsAtEveryPre
   EXPECT_LE(worst, 1.0);
 }
 
+// The tournament chooses what the plain rule does: argmax over every source
+// of w_i * n - c_i, ties to the lowest i (equal weights make many ties).
+TEST(MixOrder, TheTournamentChoosesAsTheRuleOverEverySource) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    const size_t k = 1 + rng() % 70;
+    MixSpec spec;
+    for (size_t i = 0; i < k; ++i) {
+      spec.sizes.push_back(1 + rng() % 50);
+      spec.weights.push_back(trial % 3 == 0 ? 1.0 : trial % 3 == 1 ? 1.0 + rng() % 4 : 0.01 + (rng() % 1000) / 7.0);
+    }
+    spec.samples = 3000;
+    auto o = MixOrder::Make(spec).value();
+    std::vector<int64_t> v = All(*o);
+    double total = 0;
+    for (double w : spec.weights) total += w;
+    std::vector<double> w(k);
+    for (size_t i = 0; i < k; ++i) w[i] = spec.weights[i] / total;
+    std::vector<uint64_t> c(k, 0);
+    for (size_t p = 0; p < v.size(); ++p) {
+      const double n = static_cast<double>(p + 1);
+      size_t best = 0;
+      for (size_t i = 1; i < k; ++i)
+        if (w[i] * n - static_cast<double>(c[i]) > w[best] * n - static_cast<double>(c[best])) best = i;
+      ++c[best];
+      ASSERT_EQ(o->Locate(static_cast<uint64_t>(v[p])).first, best) << "trial " << trial << " position " << p;
+    }
+  }
+}
+
 TEST(MixOrder, EachSourceIsReadOncePerSourceEpochAndCyclesOrStops) {
   MixSpec spec{{5, 3, 7}, {2, 1, 1}, 9, 0, true, 0, false};
   auto o = MixOrder::Make(spec).value();

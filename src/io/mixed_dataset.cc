@@ -1,0 +1,79 @@
+// MixedDataset (mixed_dataset.h).
+#include "io/mixed_dataset.h"
+
+#include <algorithm>
+
+namespace stoker {
+
+namespace {
+
+bool SameFields(const std::vector<FieldSpec>& a, const std::vector<FieldSpec>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t f = 0; f < a.size(); ++f)
+    if (a[f].name != b[f].name || a[f].dtype != b[f].dtype || a[f].shape != b[f].shape ||
+        a[f].variable != b[f].variable)
+      return false;
+  return true;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<MixedDataset>> MixedDataset::Make(std::vector<std::shared_ptr<NativeDataset>> sources) {
+  if (sources.empty()) return Status::InvalidArgument("Mix: no sources");
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (!sources[i]) return Status::InvalidArgument("Mix: source " + std::to_string(i) + " is not a dataset");
+    if (!SameFields(sources[i]->fields(), sources[0]->fields()) || sources[i]->structure() != sources[0]->structure())
+      return Status::InvalidArgument("Mix: source " + std::to_string(i) + " (" + sources[i]->Describe() +
+                                     ") has other fields than source 0 (" + sources[0]->Describe() +
+                                     "): the samples of a mix read by C++ threads must have the same fields");
+    if (sources[i]->on_error() != sources[0]->on_error())
+      return Status::InvalidArgument("Mix: source " + std::to_string(i) + " and source 0 differ in on_error");
+  }
+  auto d = std::shared_ptr<MixedDataset>(new MixedDataset(std::move(sources)));
+  d->set_on_error(d->sources_[0]->on_error());
+  return d;
+}
+
+MixedDataset::MixedDataset(std::vector<std::shared_ptr<NativeDataset>> sources) : sources_(std::move(sources)) {
+  offsets_.assign(1, 0);
+  for (const auto& s : sources_) offsets_.push_back(offsets_.back() + s->size());
+}
+
+std::pair<size_t, uint64_t> MixedDataset::Locate(uint64_t index) const {
+  const size_t i = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin() - 1);
+  return {i, index - offsets_[i]};
+}
+
+Status MixedDataset::Read(uint64_t index, uint8_t* const* dst) {
+  if (index >= size()) return Status::InvalidArgument(Describe() + ": no sample " + std::to_string(index));
+  const auto [i, j] = Locate(index);
+  return sources_[i]->Read(j, dst);
+}
+
+Status MixedDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
+  if (index >= size()) return Status::InvalidArgument(Describe() + ": no sample " + std::to_string(index));
+  const auto [i, j] = Locate(index);
+  return sources_[i]->SampleBytes(j, bytes);
+}
+
+std::string MixedDataset::Describe() const {
+  return "a mix of " + std::to_string(sources_.size()) + " sources (" + sources_[0]->Describe() +
+         (sources_.size() > 1 ? ", ..." : "") + ")";
+}
+
+std::string MixedDataset::DescribeSample(uint64_t index) const {
+  if (index >= size()) return "sample " + std::to_string(index) + " of " + Describe();
+  const auto [i, j] = Locate(index);
+  return sources_[i]->DescribeSample(j) + " (source " + std::to_string(i) + " of the mix)";
+}
+
+void MixedDataset::SetSeed(uint64_t seed) {
+  for (auto& s : sources_) s->SetSeed(seed);
+}
+
+void MixedDataset::SetEpoch(uint64_t epoch) {
+  NativeDataset::SetEpoch(epoch);
+  for (auto& s : sources_) s->SetEpoch(epoch);
+}
+
+}  // namespace stoker
