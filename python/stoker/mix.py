@@ -74,15 +74,14 @@ class Mix(_Base):
         self.seed = int(seed)
         self.epoch_samples = epoch_samples
         self.on_exhausted = on_exhausted
-        self.shuffle = False  # stoker.DataLoader(shuffle=True) sets it
+        self.shuffle = False  # (read by position: stoker.DataLoader(shuffle=True) with a sampler of the user's sets it)
         self.epoch = 0
         self._offsets = list(itertools.accumulate(sizes, initial=0))
         self._order = None
         self._len = len(self._make_order())  # (checks the sizes and weights: the errors are C++'s)
 
     def _make_order(self):
-        return N.lib.mix_order(self.sizes, self.weights, self.seed & 0xFFFF_FFFF_FFFF_FFFF, self.epoch, self.shuffle,
-                               self.epoch_samples or 0, self.on_exhausted == "stop")
+        return self._epoch_order(self.epoch, self.shuffle)
 
     def __len__(self) -> int:
         return self._len

@@ -9,14 +9,12 @@
 #include <random>
 #include <vector>
 
+#include "read_all.h"
+
 namespace stoker {
 namespace {
 
-std::vector<int64_t> All(IndexOrder& o) {
-  std::vector<int64_t> v(o.size());
-  EXPECT_TRUE(o.Read(0, v.size(), v.data()).ok());
-  return v;
-}
+using testing::All;
 
 TEST(IndexOrder, RanksTakeEveryWorldthPlacePaddedOrCut) {
   auto base = std::make_shared<VectorOrder>(std::vector<int64_t>{10, 11, 12, 13, 14});

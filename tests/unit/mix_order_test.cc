@@ -10,14 +10,12 @@
 #include <set>
 #include <vector>
 
+#include "read_all.h"
+
 namespace stoker {
 namespace {
 
-std::vector<int64_t> All(IndexOrder& o) {
-  std::vector<int64_t> v(o.size());
-  EXPECT_TRUE(o.Read(0, v.size(), v.data()).ok());
-  return v;
-}
+using testing::All;
 
 TEST(MixOrder, OneThousandZipfSourcesStayWithinOneSampleOfTheirWeightsAtEveryPrefix) {
   const size_t k = 1000;
