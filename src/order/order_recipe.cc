@@ -54,16 +54,19 @@ std::vector<int64_t> OrderRecipe::GlobalByShards(const std::vector<std::pair<uin
 }
 
 std::vector<int64_t> OrderRecipe::RankPart(std::vector<int64_t> all, RankSplit split) const {
-  const uint64_t w = std::max<uint32_t>(1, world_size), per = PerRank(all.size());
-  if (split == RankSplit::kStrided) {  // the padding and stride of StridedRankOrder, the one rule
-    StridedRankOrder part(std::make_shared<VectorOrder>(std::move(all)), per * w, rank, w);
-    std::vector<int64_t> mine(part.size());
-    (void)part.Read(0, mine.size(), mine.data());  // (a vector's positions are all final)
-    return mine;
+  // The padding and split of StridedRankOrder and ContiguousRankOrder: one
+  // rule each, here and for an order read lazily (a resumed epoch's rest).
+  const uint64_t w = std::max<uint32_t>(1, world_size), total = PerRank(all.size()) * w;
+  auto base = std::make_shared<VectorOrder>(std::move(all));
+  std::unique_ptr<IndexOrder> part;
+  if (split == RankSplit::kStrided) {
+    part = std::make_unique<StridedRankOrder>(base, total, rank, w);
+  } else {
+    part = std::make_unique<ContiguousRankOrder>(base, total, rank, w);
   }
-  FitToRanks(&all);
-  return std::vector<int64_t>(all.begin() + static_cast<int64_t>(rank * per),
-                              all.begin() + static_cast<int64_t>((rank + 1) * per));
+  std::vector<int64_t> mine(part->size());
+  (void)part->Read(0, mine.size(), mine.data());  // (a vector's positions are all final)
+  return mine;
 }
 
 }  // namespace stoker
