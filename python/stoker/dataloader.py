@@ -104,6 +104,12 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         self.rank, self.world_size = rank_and_world_size() if distributed else (0, 1)
         from stoker.streaming import streaming_source
         stream = streaming_source(dataset)
+
+        def pad() -> bool:
+            """even_split, for a sampler stoker builds: pad (True) or drop."""
+            if even_split not in ("pad", "drop"):
+                raise ValueError(f"even_split should be 'pad' or 'drop', but got {even_split!r}")
+            return even_split == "pad"
         from stoker.mix import Mix, MixSampler
         if isinstance(dataset, Mix) and shuffle == "scalable":
             raise ValueError("shuffle='scalable' would shuffle a Mix's positions and lose its proportions: "
@@ -113,11 +119,9 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             # threads) read its global indices from the sources laid end to
             # end.  Its positions stay in order (its prefixes keep the
             # weights); shuffle=True shuffles each source's samples.
-            if even_split not in ("pad", "drop"):
-                raise ValueError(f"even_split should be 'pad' or 'drop', but got {even_split!r}")
             if sampler is None:
                 sampler = MixSampler(dataset, shuffle=bool(shuffle), rank=self.rank, world_size=self.world_size,
-                                     pad=even_split == "pad")
+                                     pad=pad())
             self.mix, dataset, shuffle = dataset, dataset._by_index(), None
         elif isinstance(dataset, Mix) and shuffle is not None:
             # (a sampler of the user's over its positions)
@@ -129,28 +133,22 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             if stream is not None or isinstance(dataset, IterableDataset):
                 raise ValueError("shuffle='scalable' is for map-style datasets (a StreamingDataset shuffles its "
                                  "shards: shuffle=True)")
-            if even_split not in ("pad", "drop"):
-                raise ValueError(f"even_split should be 'pad' or 'drop', but got {even_split!r}")
             sampler = ScalableShuffleSampler(dataset, seed=seed, num_replicas=self.world_size, rank=self.rank,
-                                             drop_last=even_split == "drop")
+                                             drop_last=not pad())
             shuffle = None
         if stream is not None and sampler is None and batch_sampler is None:
             # A streaming dataset's epochs come shard by shard, in its order.
-            if even_split not in ("pad", "drop"):
-                raise ValueError(f"even_split should be 'pad' or 'drop', but got {even_split!r}")
             sampler = stream.sampler(shuffle=bool(shuffle), seed=seed, rank=self.rank, world_size=self.world_size,
-                                     pad=even_split == "pad")
+                                     pad=pad())
             shuffle = None
         elif distributed and not isinstance(dataset, IterableDataset) and not \
                 isinstance(sampler, (ScalableShuffleSampler, MixSampler)):
             if sampler is not None or batch_sampler is not None:
                 raise ValueError("distributed=True builds the sampler: pass no sampler or batch_sampler "
                                  "(or pass your DistributedSampler without distributed=True)")
-            if even_split not in ("pad", "drop"):
-                raise ValueError(f"even_split should be 'pad' or 'drop', but got {even_split!r}")
             from stoker.distributed import sharded_sampler
             sampler = sharded_sampler(dataset, num_replicas=self.world_size, rank=self.rank, shuffle=bool(shuffle),
-                                      seed=seed, drop_last=even_split == "drop")
+                                      seed=seed, drop_last=not pad())
             shuffle = None
         super().__init__(dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
                          batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,

@@ -196,9 +196,8 @@ class MixSampler:
             self.epoch += 1
         self._explicit = False
         self._begun = epoch
-        order = self.mix._epoch_order(epoch, self.shuffle)
-        per = N.lib.samples_per_rank(len(order), self.world_size, self.pad)
-        return N.lib.strided_rank_order(order, per * self.world_size, self.rank, self.world_size)
+        from stoker._topology import rank_part
+        return rank_part(self.mix._epoch_order(epoch, self.shuffle), self.world_size, self.rank, self.pad)
 
     def _stoker_recipe(self):
         """The global order of the epoch begun (stoker._topology)."""
