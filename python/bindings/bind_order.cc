@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "core/mix.h"
 #include "glue/errors.h"
 #include "glue/py_pump.h"
 #include "order/feistel_order.h"
@@ -74,6 +75,8 @@ void BindOrder(py::module_& m) {
           return EpochOrderHandle{Check(MixOrder::Make(std::move(spec))), nullptr};
         }, "A mixed epoch's order of global indices (order/mix_order.h): sources by the largest deficit, each "
            "source's samples in its own order.");
+  m.def("sample_seed", &SampleSeed, py::arg("seed"), py::arg("epoch"), py::arg("index"),
+        "The seed of sample `index` in `epoch` (sample_seeds=True: core/mix.h's SampleSeed).");
   m.def("iota_order", [](uint64_t n) { return EpochOrderHandle{std::make_shared<IotaOrder>(n), nullptr}; },
         "0, 1, ..., n-1, with no storage.");
   m.def("remainder_order", [](const EpochOrderHandle& base, const std::vector<std::pair<uint64_t, uint64_t>>& consumed) {

@@ -12,7 +12,7 @@ import numpy
 import numpy.typing
 import typing
 import typing_extensions
-__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DTYPE_NAMES', 'Engine', 'EpochOrder', 'HostBuffer', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'OnExhausted', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'consumed_places', 'contiguous_rank_order', 'describe_shard', 'feistel_order', 'format_shard_index', 'iota_order', 'memory_limit', 'mix_order', 'parse_shard_index', 'process_memory', 'register', 'remainder_order', 'samples_per_rank', 'shard_format_of', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'write_file_atomically']
+__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DTYPE_NAMES', 'Engine', 'EpochOrder', 'HostBuffer', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'OnExhausted', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'consumed_places', 'contiguous_rank_order', 'describe_shard', 'feistel_order', 'format_shard_index', 'iota_order', 'memory_limit', 'mix_order', 'parse_shard_index', 'process_memory', 'register', 'remainder_order', 'sample_seed', 'samples_per_rank', 'shard_format_of', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'write_file_atomically']
 class HostBuffer:
     """
     Exports slot memory to numpy through the buffer protocol.
@@ -657,6 +657,10 @@ def register(arg0: str, arg1: typing.Any) -> None:
 def remainder_order(arg0: EpochOrder, arg1: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex]]) -> EpochOrder:
     """
     `base` less the places in `consumed` ([(begin, end), ...]), in base's order.
+    """
+def sample_seed(seed: typing.SupportsInt | typing.SupportsIndex, epoch: typing.SupportsInt | typing.SupportsIndex, index: typing.SupportsInt | typing.SupportsIndex) -> int:
+    """
+    The seed of sample `index` in `epoch` (sample_seeds=True: core/mix.h's SampleSeed).
     """
 def samples_per_rank(n: typing.SupportsInt | typing.SupportsIndex, world_size: typing.SupportsInt | typing.SupportsIndex, pad: bool) -> int:
     """

@@ -129,24 +129,16 @@ def shard_datapipe(worker_init_fn, world_size: int, rank: int, worker_id: int):
 _MASK64 = (1 << 64) - 1
 
 
-def _mix64(x: int) -> int:
-    """splitmix64's finalizer (core/mix.h's Mix64): a 64-bit word's bits mixed."""
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK64
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK64
-    return x ^ (x >> 31)
-
-
 def sample_seed(seed: int, epoch: int, index) -> int:
     """The seed of sample `index` in `epoch` (sample_seeds=True): a function of
-    the three alone, so that a sample draws the same whatever the rank,
-    worker or resume that loads it."""
-    h = _mix64((seed & _MASK64) ^ _mix64((epoch & _MASK64) + 0x9E3779B97F4A7C15))
+    the three alone (core/mix.h's SampleSeed), so that a sample draws the same
+    whatever the rank, worker or resume that loads it."""
     if isinstance(index, int):
         word = index & _MASK64
     else:  # (str's hash() differs between processes: a digest of its pickle)
         import hashlib
         word = int.from_bytes(hashlib.blake2b(pickle.dumps(index), digest_size=8).digest(), "little")
-    return _mix64(h ^ _mix64(word))
+    return N.lib.sample_seed(seed & _MASK64, epoch & _MASK64, word)
 
 
 def seed_streams(seed: int) -> None:

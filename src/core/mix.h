@@ -15,6 +15,12 @@ inline uint64_t Mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The seed of sample `index` in `epoch` under a loader's `seed`
+// (stoker.DataLoader(sample_seeds=True)): a function of the three alone.
+inline uint64_t SampleSeed(uint64_t seed, uint64_t epoch, uint64_t index) {
+  return Mix64(Mix64(seed ^ Mix64(epoch)) ^ index);
+}
+
 // Fisher-Yates over [b, e) with Mix64 as the generator, from `state`: the
 // same permutation for the same state on every machine.
 template <class It>
