@@ -17,6 +17,8 @@ import torch
 from torch.utils.data import DistributedSampler
 
 import stoker
+from stoker import _mix_state, _topology
+from stoker.mix import MixSampler
 from stoker.sampling import ScalableShuffleSampler
 
 
@@ -38,9 +40,12 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     a = p.parse_args()
     ds = Indices(a.samples)
+    k = 1000
+    mix = stoker.Mix([Indices(a.samples // k)] * k, [1 / (i + 1) for i in range(k)], seed=1)
     samplers = {
         "scalable": lambda w, r: ScalableShuffleSampler(ds, seed=1, num_replicas=w, rank=r),
         "torch's randperm": lambda w, r: DistributedSampler(ds, num_replicas=w, rank=r, shuffle=True, seed=1),
+        "Mix of 1,000 sources": lambda w, r: MixSampler(mix, shuffle=True, rank=r, world_size=w),
     }
     print(f"{a.samples:,} samples, 4 ranks x batch 64 stopped at {a.consumed:.0%}, resumed by rank 1 of 3 x batch 100; "
           f"median of {a.rounds} rounds")
@@ -50,16 +55,24 @@ def main():
     for name, make in samplers.items():
         fresh, resumed = [], []
         for _ in range(a.rounds):
+            data = mix if name.startswith("Mix") else ds
             t = time.perf_counter()
-            loader = stoker.DataLoader(ds, batch_size=64, sampler=make(4, 0), num_workers=0)
+            loader = stoker.DataLoader(data, batch_size=64, sampler=make(4, 0), num_workers=0)
             it = iter(loader)
             next(it)
             fresh.append(time.perf_counter() - t)
             state = loader.state_dict()
             del it
             state["delivered"] = int(a.consumed * a.samples / 4 / 64)  # (as if 4 ranks had read that far)
+            if data is mix:
+                # The counters a loader that had read that far would save (its
+                # order's checkpoints are at hand there: this replays them once).
+                recipe = dict(state["order"]["recipe"], weights=list(mix.weights))
+                now = _topology.segment(recipe["n"], 4, True, state["delivered"], [], 64)
+                state["order"]["recipe"] = _mix_state.compact(
+                    _mix_state.cursor(recipe, _mix_state.order_of(recipe), [now]))
             t = time.perf_counter()
-            again = stoker.DataLoader(ds, batch_size=100, sampler=make(3, 1), num_workers=0)
+            again = stoker.DataLoader(data, batch_size=100, sampler=make(3, 1), num_workers=0)
             again.load_state_dict(state)
             it = iter(again)
             next(it)

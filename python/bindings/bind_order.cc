@@ -70,11 +70,24 @@ void BindOrder(py::module_& m) {
           return EpochOrderHandle{std::make_shared<FeistelOrder>(n, FeistelOrder::SeedFor(seed, epoch)), nullptr};
         }, "A keyed permutation of [0, n) from (seed, epoch), with no storage.");
   m.def("mix_order", [](std::vector<uint64_t> sizes, std::vector<double> weights, uint64_t seed, uint64_t epoch,
-                        bool shuffle, uint64_t samples, bool stop) {
-          MixSpec spec{std::move(sizes), std::move(weights), seed, epoch, shuffle, samples, stop};
+                        bool shuffle, uint64_t samples, bool stop, std::vector<uint64_t> keys, std::vector<uint64_t> base,
+                        uint64_t start, uint64_t at, std::vector<uint64_t> at_counts) {
+          MixSpec spec{std::move(sizes), std::move(weights), seed, epoch, shuffle, samples, stop,
+                       std::move(keys), std::move(base), start, at, std::move(at_counts)};
           return EpochOrderHandle{Check(MixOrder::Make(std::move(spec))), nullptr};
-        }, "A mixed epoch's order of global indices (order/mix_order.h): sources by the largest deficit, each "
-           "source's samples in its own order.");
+        }, py::arg("sizes"), py::arg("weights"), py::arg("seed"), py::arg("epoch"), py::arg("shuffle"),
+        py::arg("samples"), py::arg("stop"), py::arg("keys") = std::vector<uint64_t>{},
+        py::arg("base") = std::vector<uint64_t>{}, py::arg("start") = 0, py::arg("at") = 0,
+        py::arg("at_counts") = std::vector<uint64_t>{},
+        "A mixed epoch's order of global indices (order/mix_order.h): sources by the largest deficit, each "
+        "source's samples in its own order; `base`/`start` go on from a change of the mix, `at`/`at_counts` "
+        "is a known cursor.");
+  m.def("mix_counters", [](const EpochOrderHandle& o, uint64_t pos) {
+          auto mix = std::dynamic_pointer_cast<MixOrder>(o.order);
+          if (!mix) Throw(Status::InvalidArgument("this order is not a Mix's"));
+          py::gil_scoped_release nogil;
+          return mix->Counters(pos);
+        }, "The samples each source took before position `pos` of a Mix's order (since its change, if any).");
   m.def("sample_seed", &SampleSeed, py::arg("seed"), py::arg("epoch"), py::arg("index"),
         "The seed of sample `index` in `epoch` (sample_seeds=True: core/mix.h's SampleSeed).");
   m.def("iota_order", [](uint64_t n) { return EpochOrderHandle{std::make_shared<IotaOrder>(n), nullptr}; },

@@ -268,7 +268,13 @@ class _StokerIter(_BaseDataLoaderIter):
 
     def _reset(self, loader, first_iter=False):
         with self._lock:
-            self._reset_locked(loader, first_iter)
+            try:
+                self._reset_locked(loader, first_iter)
+            except BaseException:
+                # (an epoch that cannot begin, e.g. a state it cannot go on
+                # from: its workers end now, not when a cycle is collected)
+                self._shutdown_workers()
+                raise
 
     def _busy_in_another_thread(self) -> Optional[str]:
         """The name of another live thread in the middle of a pass over this

@@ -63,11 +63,6 @@ def iterator_state(it) -> dict:
              "native_resets": int(getattr(it, "_native_resets", 0)),
              "iterable": it._is_iterable, "rank": it._rank, "world_size": it._world_size,
              "delivered_extra": [], "batch_size": it._batch_size}
-    plan = getattr(it, "_plan", None)
-    if plan is not None and plan.recipe is not None and not it._is_iterable:
-        # What the epoch's global order is made of, its segments so far and
-        # this loader's split: any topology can take the rest (stoker._topology).
-        state["order"] = plan.state(it._batch_size)
     if it._is_iterable:
         # Per worker: batches delivered (the resumed run's skip included);
         # round robin goes on after the last one's worker.
@@ -94,4 +89,9 @@ def iterator_state(it) -> dict:
     else:
         # Skips not reached yet are ids delivered out of order before a resume.
         state.update(delivered=it._delivered_local, delivered_extra=sorted(it._local_skip))
+    plan = getattr(it, "_plan", None)
+    if plan is not None and plan.recipe is not None and not it._is_iterable:
+        # What the epoch's global order is made of, its segments so far and
+        # this loader's split: any topology can take the rest (stoker._topology).
+        state["order"] = plan.state(it._batch_size, state["delivered"], state["delivered_extra"])
     return state

@@ -12,7 +12,7 @@ import numpy
 import numpy.typing
 import typing
 import typing_extensions
-__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DTYPE_NAMES', 'Engine', 'EpochOrder', 'HostBuffer', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'OnExhausted', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'consumed_places', 'contiguous_rank_order', 'describe_shard', 'feistel_order', 'format_shard_index', 'iota_order', 'memory_limit', 'mix_order', 'parse_shard_index', 'process_memory', 'register', 'remainder_order', 'sample_seed', 'samples_per_rank', 'shard_format_of', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'write_file_atomically']
+__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DTYPE_NAMES', 'Engine', 'EpochOrder', 'HostBuffer', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'OnExhausted', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'consumed_places', 'contiguous_rank_order', 'describe_shard', 'feistel_order', 'format_shard_index', 'iota_order', 'memory_limit', 'mix_counters', 'mix_order', 'parse_shard_index', 'process_memory', 'register', 'remainder_order', 'sample_seed', 'samples_per_rank', 'shard_format_of', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'write_file_atomically']
 class HostBuffer:
     """
     Exports slot memory to numpy through the buffer protocol.
@@ -640,9 +640,13 @@ def memory_limit() -> int:
     """
     The most memory this process may use: MemTotal or its cgroup's limit, whichever is smaller.
     """
-def mix_order(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], arg2: typing.SupportsInt | typing.SupportsIndex, arg3: typing.SupportsInt | typing.SupportsIndex, arg4: bool, arg5: typing.SupportsInt | typing.SupportsIndex, arg6: bool) -> EpochOrder:
+def mix_counters(arg0: EpochOrder, arg1: typing.SupportsInt | typing.SupportsIndex) -> list[int]:
     """
-    A mixed epoch's order of global indices (order/mix_order.h): sources by the largest deficit, each source's samples in its own order.
+    The samples each source took before position `pos` of a Mix's order (since its change, if any).
+    """
+def mix_order(sizes: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], weights: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], seed: typing.SupportsInt | typing.SupportsIndex, epoch: typing.SupportsInt | typing.SupportsIndex, shuffle: bool, samples: typing.SupportsInt | typing.SupportsIndex, stop: bool, keys: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = [], base: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = [], start: typing.SupportsInt | typing.SupportsIndex = 0, at: typing.SupportsInt | typing.SupportsIndex = 0, at_counts: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = []) -> EpochOrder:
+    """
+    A mixed epoch's order of global indices (order/mix_order.h): sources by the largest deficit, each source's samples in its own order; `base`/`start` go on from a change of the mix, `at`/`at_counts` is a known cursor.
     """
 def parse_shard_index(arg0: str, arg1: str) -> list:
     ...

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from stoker import _mix_state
 from stoker import _native as N
 
 #: The samplers whose global order stoker knows, for messages.
@@ -42,9 +43,7 @@ def global_order(recipe: dict, stream=None):
     if kind == "randperm_state":
         return N.lib.torch_randperm(n, n, recipe["words"], int(recipe["left"]), int(recipe["next"]), 0)
     if kind == "mix":
-        return N.lib.mix_order(list(recipe["sizes"]), list(recipe["weights"]), int(recipe["seed"]),
-                               int(recipe["epoch"]), bool(recipe["shuffle"]), int(recipe["samples"]),
-                               bool(recipe["stop"]))
+        return _mix_state.order_of(recipe)
     if kind == "feistel":
         return N.lib.feistel_order(n, int(recipe["seed"]), int(recipe["epoch"]))
     raise ValueError(f"stoker: an epoch order of unknown kind {kind!r} in the loader state")
@@ -82,18 +81,19 @@ def _less(order, seg: dict):
 
 
 def fold(recipe: dict, segments: list, stream=None):
-    """The global order less what every finished segment consumed."""
-    order = global_order(recipe, stream)
+    """The global order less what every finished segment consumed, and the
+    global order."""
+    order = whole = global_order(recipe, stream)
     for seg in segments:
         order = _less(order, seg)
-    return order
+    return order, whole
 
 
-def segment(order, world: int, pad: bool, delivered: int, extra, batch_size: Optional[int],
+def segment(length: int, world: int, pad: bool, delivered: int, extra, batch_size: Optional[int],
             split: str = "strided") -> dict:
-    """The segment a job of `world` ranks made of `order` (the folded global
-    order it split) by delivering these batches."""
-    per = N.lib.samples_per_rank(len(order), world, pad)
+    """The segment a job of `world` ranks made of an order `length` long (the
+    folded global order it split) by delivering these batches."""
+    per = N.lib.samples_per_rank(length, world, pad)
     return {"world": int(world), "total": int(per * world), "split": split,
             "read": read_positions(int(delivered), extra, batch_size, per)}
 
@@ -101,23 +101,24 @@ def segment(order, world: int, pad: bool, delivered: int, extra, batch_size: Opt
 def resumed_order(saved: dict, delivered: int, extra, world: int, rank: int, pad: bool,
                   batch_size: Optional[int], n: Optional[int], stream=None):
     """This rank's order for the rest of the epoch a state describes (`saved`
-    its "order", `delivered`/`extra` its batches), and the segments the epoch
-    has had so far; `same` when the topology is the saved one (the order is
+    its "order", `delivered`/`extra` its batches), the segments the epoch
+    has had so far, `same` when the topology is the saved one (the order is
     then the uninterrupted run's, and the delivered batches are skipped as
-    before).  `n`: the dataset's length (None: checked by global_order)."""
+    before), the rest's length and the epoch's global order.  `n`: the
+    dataset's length (None: not checked here)."""
     recipe = saved["recipe"]
     if n is not None and int(recipe["n"]) != n:
         raise ValueError(f"the state's epoch is of a dataset of {recipe['n']} samples, and this loader's dataset has "
                          f"{n}: resume with the same dataset")
     split = recipe.get("split", "strided")
     segments = list(saved["segments"])
-    order = fold(recipe, segments, stream)
+    order, whole = fold(recipe, segments, stream)
     same = (int(saved["world"]), saved["batch_size"], bool(saved["pad"])) == (world, batch_size, pad)
     if not same and (delivered or extra):
-        segments.append(segment(order, int(saved["world"]), bool(saved["pad"]), delivered, extra,
+        segments.append(segment(len(order), int(saved["world"]), bool(saved["pad"]), delivered, extra,
                                 saved["batch_size"], split))
         order = _less(order, segments[-1])
-    return rank_part(order, world, rank, pad, split), segments, same, len(order)
+    return rank_part(order, world, rank, pad, split), segments, same, len(order), whole
 
 
 def padding(length: int, world: int, rank: int, pad: bool, split: str = "strided") -> int:
@@ -143,6 +144,8 @@ class EpochPlan:
         self.split = (recipe.get("world", 1), recipe.get("rank", 0), recipe.get("pad", True)) if recipe else \
             (1, 0, True)
         self.counts = None
+        self.length = None  # the rest of the epoch this topology splits (the folded global order's length)
+        self.mix_order = None  # a Mix's global order, whose counters a state carries
 
     @classmethod
     def begin(cls, loader, resume: Optional[dict], iterable: bool, native_order_of):
@@ -159,7 +162,9 @@ class EpochPlan:
         recipe = {}
         native_order = None if iterable else native_order_of(recipe)
         plan = cls(recipe)
+        mix = recipe.get("kind") == "mix"
         if saved is None:
+            plan.mix_order = getattr(loader.sampler, "_stoker_global", None) if mix else None
             plan._count(recipe.get("n"))
             return plan, native_order, resume
         if not recipe:
@@ -171,15 +176,29 @@ class EpochPlan:
                              "a loader with the dataset it saved")
         plan.recipe = saved["recipe"]
         world, rank, pad = plan.split
+        if mix and saved["recipe"]["kind"] == "mix" and _mix_state.same_mix(saved["recipe"], recipe):
+            plan.recipe = _mix_state.expand(saved["recipe"], recipe)
+            saved = dict(saved, recipe=plan.recipe)
+        elif mix and saved["recipe"]["kind"] == "mix":
+            # The Mix changed (weights, sources): the rest of the epoch is the
+            # new mix's, from where the saved job stopped.
+            plan.recipe = _mix_state.changed(saved["recipe"], recipe, loader.sampler.mix)
+            plan.mix_order = global_order(plan.recipe)
+            plan._count(len(plan.mix_order))
+            return plan, rank_part(plan.mix_order, world, rank, pad), dict(resume, delivered=0, delivered_extra=[])
         if saved["recipe"]["kind"] == "stream":
             plan.segments, same, length = loader.sampler._stoker_resumed
             part = native_order  # (the sampler made the rest of the epoch itself)
         else:
-            part, plan.segments, same, length = resumed_order(saved, resume["delivered"], resume["delivered_extra"],
-                                                              world, rank, pad, loader.batch_size, recipe.get("n"))
+            part, plan.segments, same, length, whole = resumed_order(
+                saved, resume["delivered"], resume["delivered_extra"], world, rank, pad, loader.batch_size,
+                None if mix else recipe.get("n"))  # (a Mix's recipes compare above)
+            plan.mix_order = whole if mix else None
         plan._count(length if length is not None else recipe.get("n"))
         if same and not plan.segments:
-            return plan, native_order, resume  # the uninterrupted run's order, as the sampler made it
+            # The uninterrupted run's order, as the sampler made it (a Mix's
+            # from the state's counters: the skip replays nothing).
+            return plan, part if mix else native_order, resume
         if not same:
             resume = dict(resume, delivered=0, delivered_extra=[])  # what was delivered is not in `part`
         return plan, part, resume
@@ -188,6 +207,7 @@ class EpochPlan:
         """stats()["epoch_order"]: this rank's samples of the epoch (of its
         rest, resumed on another topology) and how many of them are the
         split's padding (repeats, so that every rank takes as many steps)."""
+        self.length = length
         if length is None or self.recipe is None:
             return
         world, rank, pad = self.split
@@ -196,10 +216,15 @@ class EpochPlan:
                        "padding": padding(int(length), world, rank, pad, split),
                        "segments": len(self.segments), "kind": self.recipe["kind"]}
 
-    def state(self, batch_size: Optional[int]) -> dict:
+    def state(self, batch_size: Optional[int], delivered: int, extra) -> dict:
         """The state's "order": the recipe, the segments so far and this
-        loader's split, for resumed_order."""
+        loader's split, for resumed_order; a Mix's recipe with the counters
+        where the delivered batches end (_mix_state.cursor)."""
         world, _, pad = self.split
-        return {"recipe": self.recipe, "segments": list(self.segments), "world": world, "pad": pad,
+        recipe = self.recipe
+        if recipe.get("kind") == "mix" and self.mix_order is not None and self.length is not None:
+            now = segment(self.length, world, pad, delivered, extra, batch_size, recipe.get("split", "strided"))
+            recipe = _mix_state.compact(_mix_state.cursor(recipe, self.mix_order, self.segments + [now]))
+        return {"recipe": recipe, "segments": list(self.segments), "world": world, "pad": pad,
                 "batch_size": batch_size}
 

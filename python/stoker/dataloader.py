@@ -298,6 +298,12 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
                              f"{self.world_size} with batch_size={self.batch_size}: it cannot resume mid-epoch on "
                              f"another topology, because {why}. Load it with the saved topology, or from a state "
                              "taken between epochs")
+        saved = (state.get("order") or {}).get("recipe") or {}
+        if saved.get("kind") == "mix" and hasattr(self.sampler, "mix"):
+            from stoker import _mix_state
+            ours = self.sampler._stoker_recipe()
+            if not _mix_state.same_mix(saved, ours):
+                _mix_state.changed(saved, ours, self.sampler.mix)  # (refused now, not at iter(), if it cannot be)
         if state["epoch"] is not None:
             self.set_epoch(state["epoch"])
         self._resume = state

@@ -27,6 +27,7 @@ sample in its own process.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 from typing import Optional, Sequence
 
@@ -43,12 +44,22 @@ except ImportError:  # pragma: no cover - numpy-only use
 __all__ = ["Mix", "MixSampler"]
 
 
+def _name_key(name: str) -> int:
+    """A named source's identity across a change of the mix (its shuffle key):
+    a digest of its name, apart from the index keys (1..k) of a list's."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little") | (1 << 63)
+
+
 class Mix(_Base):
     """Mix(sources, weights, *, seed=0, epoch_samples=None, on_exhausted="cycle")
 
     sources: map-style datasets (any with __len__ and __getitem__: Python
     Datasets, stoker.io datasets, StreamingDatasets, Mixes), each sample what
-    its source returns.  weights: one per source, > 0, normalised.
+    its source returns; a list, or a dict of them by name.  weights: one per
+    source, > 0, normalised (a dict by name for named sources, or a list in
+    their order).  A resume with a Mix of other weights or sources
+    (load_state_dict) goes on from each kept source's place: a list's sources
+    are the same source by index, a dict's by name.
     epoch_samples: the mixed epoch's length (default: the sum of the sources'
     lengths).  on_exhausted: "cycle" or "stop".  set_epoch(e) (the loader
     calls it in every worker) chooses the epoch's shuffles.
@@ -56,7 +67,20 @@ class Mix(_Base):
 
     def __init__(self, sources: Sequence, weights: Sequence[float], *, seed: int = 0,
                  epoch_samples: Optional[int] = None, on_exhausted: str = "cycle"):
+        self.names = None
+        if isinstance(sources, dict):
+            self.names = [str(n) for n in sources]
+            if isinstance(weights, dict):
+                missing = sorted(set(self.names) ^ {str(n) for n in weights})
+                if missing:
+                    raise ValueError(f"Mix: the sources and the weights name different sources: {missing}")
+                weights = [weights[n] for n in sources]
+            sources = list(sources.values())
+        elif isinstance(weights, dict):
+            raise TypeError("Mix: weights by name are for sources by name (a dict of datasets)")
         self.sources = list(sources)
+        if len(list(weights)) != len(self.sources):
+            raise ValueError(f"Mix: {len(list(weights))} weights for {len(self.sources)} sources")
         if on_exhausted not in ("cycle", "stop"):
             raise ValueError(f"Mix: on_exhausted={on_exhausted!r} is not one of 'cycle', 'stop'")
         if epoch_samples is not None and (not isinstance(epoch_samples, int) or isinstance(epoch_samples, bool)
@@ -76,6 +100,7 @@ class Mix(_Base):
         self.on_exhausted = on_exhausted
         self.shuffle = False  # (read by position: stoker.DataLoader(shuffle=True) with a sampler of the user's sets it)
         self.epoch = 0
+        self.keys = [_name_key(n) for n in self.names] if self.names is not None else None
         self._offsets = list(itertools.accumulate(sizes, initial=0))
         self._order = None
         self._len = len(self._make_order())  # (checks the sizes and weights: the errors are C++'s)
@@ -119,7 +144,11 @@ class Mix(_Base):
     def _epoch_order(self, epoch: int, shuffle: bool):
         """The mixed epoch's order of global indices (an EpochOrder)."""
         return N.lib.mix_order(self.sizes, self.weights, self.seed & 0xFFFF_FFFF_FFFF_FFFF, int(epoch), bool(shuffle),
-                               self.epoch_samples or 0, self.on_exhausted == "stop")
+                               self.epoch_samples or 0, self.on_exhausted == "stop", keys=self.keys or [])
+
+    def source_name(self, i: int) -> str:
+        """Source i as messages name it."""
+        return repr(self.names[i]) if self.names is not None else str(i)
 
     def _by_index(self):
         """The dataset stoker.DataLoader reads: sample g of the sources laid
@@ -182,6 +211,7 @@ class MixSampler:
         self.epoch = 0
         self._explicit = False
         self._begun = 0
+        self._stoker_global = None  # the epoch's global order (stoker._topology.EpochPlan reads its counters)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -197,15 +227,16 @@ class MixSampler:
         self._explicit = False
         self._begun = epoch
         from stoker._topology import rank_part
-        return rank_part(self.mix._epoch_order(epoch, self.shuffle), self.world_size, self.rank, self.pad)
+        self._stoker_global = self.mix._epoch_order(epoch, self.shuffle)  # (its counters go in a state)
+        return rank_part(self._stoker_global, self.world_size, self.rank, self.pad)
 
     def _stoker_recipe(self):
         """The global order of the epoch begun (stoker._topology)."""
         m = self.mix
         return dict(kind="mix", n=len(m), sizes=list(m.sizes), weights=list(m.weights),
                     seed=m.seed & 0xFFFF_FFFF_FFFF_FFFF, epoch=self._begun, shuffle=self.shuffle,
-                    samples=m.epoch_samples or 0, stop=m.on_exhausted == "stop", world=self.world_size,
-                    rank=self.rank, pad=self.pad)
+                    samples=m.epoch_samples or 0, stop=m.on_exhausted == "stop", keys=m.keys,
+                    world=self.world_size, rank=self.rank, pad=self.pad)
 
     def __iter__(self):
         from stoker._sampling import iterate

@@ -443,7 +443,7 @@ class StreamingSampler(_SamplerBase):
             # fetched in the order this rank now reads them.
             from stoker import _topology
             saved, delivered, extra, batch_size = topology
-            part, segments, same, length = _topology.resumed_order(saved, delivered, extra, self.world_size,
+            part, segments, same, length, _ = _topology.resumed_order(saved, delivered, extra, self.world_size,
                                                                    self.rank, self.pad, batch_size, None, native)
             self._stoker_resumed = (segments, same, length)
             if segments or not same:

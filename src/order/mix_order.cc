@@ -28,7 +28,25 @@ Result<std::shared_ptr<MixOrder>> MixOrder::Make(MixSpec spec) {
                                      std::to_string(spec.weights[i]) + "; every weight must be > 0 (leave a "
                                      "source out to give it none)");
   }
-  return std::shared_ptr<MixOrder>(new MixOrder(std::move(spec)));
+  for (const auto* v : {&spec.keys, &spec.base})
+    if (!v->empty() && v->size() != k)
+      return Status::InvalidArgument("Mix: " + std::to_string(v->size()) + (v == &spec.keys ? " keys" : " base counters") +
+                                     " for " + std::to_string(k) + " sources");
+  if (!spec.at_counts.empty()) {
+    if (spec.at_counts.size() != k)
+      return Status::InvalidArgument("Mix: a checkpoint of " + std::to_string(spec.at_counts.size()) +
+                                     " counters for " + std::to_string(k) + " sources");
+    uint64_t sum = 0;
+    for (uint64_t c : spec.at_counts) sum += c;
+    if (sum != spec.at)
+      return Status::InvalidArgument("Mix: a checkpoint at position " + std::to_string(spec.at) + " whose counters sum to " +
+                                     std::to_string(sum) + " (the state is damaged)");
+  }
+  auto order = std::shared_ptr<MixOrder>(new MixOrder(std::move(spec)));
+  if (order->spec_.at > order->samples_)
+    return Status::InvalidArgument("Mix: a checkpoint at position " + std::to_string(order->spec_.at) +
+                                   " of an order of " + std::to_string(order->samples_));
+  return order;
 }
 
 MixOrder::MixOrder(MixSpec spec) : spec_(std::move(spec)) {
@@ -38,15 +56,23 @@ MixOrder::MixOrder(MixSpec spec) : spec_(std::move(spec)) {
   for (size_t i = 0; i < k; ++i) w_[i] = spec_.weights[i] / total;
   offsets_.assign(k + 1, 0);
   for (size_t i = 0; i < k; ++i) offsets_[i + 1] = offsets_[i] + spec_.sizes[i];
-  samples_ = spec_.samples ? spec_.samples : offsets_[k];
+  if (spec_.keys.empty())
+    for (size_t i = 0; i < k; ++i) spec_.keys.push_back(i + 1);
+  if (spec_.base.empty()) spec_.base.assign(k, 0);
+  const uint64_t declared = spec_.samples ? spec_.samples : offsets_[k];
+  samples_ = declared > spec_.start ? declared - spec_.start : 0;
   if (spec_.stop) {
-    // Every prefix keeps c_i <= w_i * n + 1: up to n = (size_i - 1) / w_i no
-    // source takes more than it has.
-    for (size_t i = 0; i < k; ++i)
-      samples_ = std::min<uint64_t>(samples_, static_cast<uint64_t>(std::floor((spec_.sizes[i] - 1) / w_[i])) + 1);
+    // Every prefix keeps c_i <= w_i * n + 1: up to n = (left_i - 1) / w_i no
+    // source takes more than the left_i samples it has left.
+    for (size_t i = 0; i < k; ++i) {
+      const uint64_t left = spec_.sizes[i] > spec_.base[i] ? spec_.sizes[i] - spec_.base[i] : 0;
+      samples_ = std::min<uint64_t>(
+          samples_, left == 0 ? 0 : static_cast<uint64_t>(std::floor((left - 1) / w_[i])) + 1);
+    }
   }
   counts_.assign(k, 0);
   checkpoints_.emplace(0, counts_);
+  if (!spec_.at_counts.empty()) checkpoints_.emplace(spec_.at, spec_.at_counts);
   while (leaves_ < k) leaves_ *= 2;
   tree_.assign(2 * leaves_, Node{kNone, UINT64_MAX});
   for (size_t i = 0; i < k; ++i) tree_[leaves_ + i].win = static_cast<uint32_t>(i);
@@ -90,11 +116,11 @@ int64_t MixOrder::Step() {
   Refresh(1, n);
   const uint32_t best = leaves_ == 1 ? 0 : tree_[1].win;
   for (size_t node = (leaves_ + best) / 2; node >= 1; node /= 2) tree_[node].until = 0;  // its counter moves
-  const uint64_t c = counts_[best]++, size = spec_.sizes[best];
+  const uint64_t c = spec_.base[best] + counts_[best]++, size = spec_.sizes[best];
   const uint64_t source_epoch = c / size, at = c % size;
   uint64_t local = at;
   if (spec_.shuffle) {
-    const uint64_t key = Mix64(FeistelOrder::SeedFor(spec_.seed, spec_.epoch) ^ Mix64(best + 1) ^
+    const uint64_t key = Mix64(FeistelOrder::SeedFor(spec_.seed, spec_.epoch) ^ Mix64(spec_.keys[best]) ^
                                Mix64((source_epoch + 1) * 0x9E3779B97F4A7C15ull));
     local = FeistelOrder(size, key).At(at);
   }
@@ -105,13 +131,13 @@ int64_t MixOrder::Step() {
 
 void MixOrder::Seek(uint64_t pos) {
   if (pos == pos_) return;
-  if (pos < pos_ || pos - pos_ > kCheckpointEvery) {
-    auto it = std::prev(checkpoints_.upper_bound(pos));  // (position 0 is always there)
-    if (it->first > pos_ || pos < pos_) {
-      pos_ = it->first;
-      counts_ = it->second;
-      Invalidate();
-    }
+  // The nearest checkpoint at or below pos (position 0 is always there),
+  // when the cursor is past pos or behind that checkpoint.
+  auto it = std::prev(checkpoints_.upper_bound(pos));
+  if (pos < pos_ || it->first > pos_) {
+    pos_ = it->first;
+    counts_ = it->second;
+    Invalidate();
   }
   while (pos_ < pos) (void)Step();
 }

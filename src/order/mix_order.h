@@ -13,6 +13,15 @@
 // otherwise.  A source that runs out starts its next source-epoch (cycle),
 // or, with `stop`, the mixed epoch ends before any source would.
 //
+// A mix that changed at a resume (weights, sources added or removed) goes on
+// from where the saved one stopped: `base` holds each source's samples taken
+// before the change, `start` the mixed positions before it.  Deficits count
+// from the change point (n = positions since it, c_i the samples since it),
+// so the new weights hold at every prefix of the rest, and each source goes
+// on in its own order from sample base_i, repeating none of its source-epoch.
+// A source's shuffle is keyed by `keys` (its identity across a change: the
+// index + 1 by default, a digest of its name for a named source).
+//
 // The order is a function of the spec alone: nothing is stored per sample.
 // It is computed as it is read, from the last of the checkpoints it keeps
 // (the counters every 2^16 positions).  The largest deficit is kept by a
@@ -42,6 +51,13 @@ struct MixSpec {
   bool shuffle = false;
   uint64_t samples = 0;          // the mixed epoch's length; 0: the sum of the sizes
   bool stop = false;             // true: the epoch ends before a source would run out
+  std::vector<uint64_t> keys;    // each source's shuffle key (empty: index + 1)
+  std::vector<uint64_t> base;    // samples each source took before the change (empty: none)
+  uint64_t start = 0;            // the mixed positions before the change (the order is samples - start long)
+  // A known cursor: the counters (since the change) at position `at` of this
+  // order, so that reading from there replays nothing (a resume's state).
+  uint64_t at = 0;
+  std::vector<uint64_t> at_counts;
 };
 
 class MixOrder : public IndexOrder {
@@ -49,7 +65,8 @@ class MixOrder : public IndexOrder {
   static Result<std::shared_ptr<MixOrder>> Make(MixSpec spec);
   uint64_t size() const override { return samples_; }
   Status Read(uint64_t pos, uint64_t n, int64_t* out) override;
-  // The samples each source took before position `pos` (< = size()).
+  // The samples each source took before position `pos` (<= size()) of this
+  // order (since the change: add spec().base for the epoch's).
   std::vector<uint64_t> Counters(uint64_t pos);
   // Where global index `g` comes from: (source, index within it).
   std::pair<uint32_t, uint64_t> Locate(uint64_t g) const;

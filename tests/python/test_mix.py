@@ -150,3 +150,97 @@ def test_a_mixs_own_sampler_resumes_on_other_ranks():
     counts, state = run_segments(make, [(4, 2, 30, 3), (3, 1, 40, 2), (1, 0, 16, None)],
                                  ids=lambda b: [hash(tuple(r)) for r in b.tolist()])
     assert counts == whole
+
+
+def rank_batches(make, world, state, stop=None):
+    """Each rank's samples (loaded from `state`, up to `stop` batches) and
+    rank 0's state after them."""
+    per, states = [], []
+    for rank in range(world):
+        loader = make(world, rank)
+        if state is not None:
+            loader.load_state_dict(state)
+        got = []
+        for k, b in enumerate(loader):
+            got += [tuple(r) for r in b.tolist()]
+            if k + 1 == stop:
+                break
+        per.append(got)
+        states.append(loader.state_dict())
+    return per, states[0]
+
+
+def strided(per):
+    """The global order the ranks' strided parts came from (padding included)."""
+    world = len(per)
+    return [per[q % world][q // world] for q in range(world * len(per[0]))]
+
+
+SIZES = {"a": 300, "b": 200, "c": 150, "d": 100}
+
+
+def named(weights, seed=5):
+    return stoker.Mix({n: Source("abcd".index(n), SIZES[n]) for n in weights}, weights, seed=seed)
+
+
+def mix_loader(mix, batch, workers=1):
+    def make(world, rank):
+        return stoker.DataLoader(mix, batch_size=batch, num_workers=workers, shuffle=True,
+                                 sampler=stoker.mix.MixSampler(mix, shuffle=True, rank=rank, world_size=world))
+    return make
+
+
+def test_new_weights_at_a_resume_hold_from_the_change_and_kept_sources_go_on_from_their_place():
+    old = named({"a": 1, "b": 1, "c": 2})
+    before, state = rank_batches(mix_loader(old, 20), 2, None, stop=4)
+    assert state["order"]["recipe"]["at"] == 160 and sum(state["order"]["recipe"]["at_counts"]) == 160
+    # b removed, d added, new weights; on 3 ranks with another batch size.
+    new = named({"a": 3, "c": 1, "d": 1})
+    rest_per, _ = rank_batches(mix_loader(new, 10, workers=2), 3, state)
+    again, _ = rank_batches(mix_loader(new, 10, workers=0), 3, state)
+    assert again == rest_per, "the rest is a function of the state"
+    n = 300 + 150 + 100 - 160  # the new epoch's length less the positions done
+    rest = strided(rest_per)[:n]
+    counts = collections.Counter()
+    for p, (s, _j) in enumerate(rest, 1):
+        counts[s] += 1
+        for i, w in ((0, 0.6), (2, 0.2), (3, 0.2)):
+            assert abs(counts[i] - w * p) <= 1, (p, i, counts[i])
+    assert counts[1] == 0, "a removed source is gone"
+    done = collections.defaultdict(set)
+    for s, j in (pair for part in before for pair in part):
+        done[s].add(j)
+    assert len(done[0]) + len(done[1]) + len(done[2]) == 160
+    for s, size in ((0, 300), (2, 150)):
+        after = [j for t, j in rest if t == s][:size - len(done[s])]
+        assert len(set(after)) == len(after) and not set(after) & done[s], f"source {s} repeats within its epoch"
+    new_source = [j for t, j in rest if t == 3]
+    assert len(new_source) == 78 and len(set(new_source)) == 78  # a new source: its first source-epoch
+
+
+def test_a_changed_mix_resumes_again_on_another_topology_exactly():
+    old = named({"a": 1, "b": 1, "c": 2})
+    _, state = rank_batches(mix_loader(old, 20), 2, None, stop=3)
+    new = named({"a": 3, "c": 1, "d": 1})
+    whole = [p for part in rank_batches(mix_loader(new, 7), 1, state)[0] for p in part]
+    first, state2 = rank_batches(mix_loader(new, 10), 3, state, stop=2)
+    assert state2["order"]["recipe"]["start"] == 120 and len(state2["order"]["recipe"]["base"]) == 3
+    second, _ = rank_batches(mix_loader(new, 16, workers=0), 1, state2)
+    got = collections.Counter(p for part in first + second for p in part)
+    assert got == collections.Counter(whole)
+
+
+def test_changes_a_mix_cannot_go_on_from_are_named():
+    old = named({"a": 1, "b": 1, "c": 2})
+    _, state = rank_batches(mix_loader(old, 20), 2, None, stop=2)
+    grown = stoker.Mix({"a": Source(0, 301), "c": Source(2, 150)}, {"a": 1, "c": 1})
+    with pytest.raises(ValueError, match="source 'a' of the Mix had 300 samples when the state was saved and has 301"):
+        rank_batches(mix_loader(grown, 10), 1, state)
+    stop = stoker.Mix({"a": Source(0, 300)}, {"a": 1}, on_exhausted="stop")
+    with pytest.raises(ValueError, match="differ in on_exhausted"):
+        rank_batches(mix_loader(stop, 10), 1, state)
+    bad = dict(state, order=dict(state["order"], recipe=dict(state["order"]["recipe"], exact=False)))
+    with pytest.raises(ValueError, match="past its first undelivered one"):
+        rank_batches(mix_loader(named({"a": 1}), 10), 1, bad)
+    with pytest.raises(ValueError, match="the sources and the weights name different sources: \\['x'\\]"):
+        stoker.Mix({"a": Source(0, 3)}, {"a": 1, "x": 2})

@@ -125,6 +125,77 @@ TEST(MixOrder, ReadsAnywhereAgreeAndTheCountersFollow) {
   EXPECT_FALSE(b->Read(150000, 1, &x).ok());
 }
 
+// A cursor given in the spec (a state's counters) is read from as if the
+// order had been stepped there: the same samples, nothing replayed.
+TEST(MixOrder, AKnownCursorReadsAsTheWholeOrder) {
+  MixSpec spec{{700, 500, 90}, {3, 1, 0.5}, 4, 1, true, 3000, false};
+  std::vector<int64_t> whole = All(*MixOrder::Make(spec).value());
+  spec.at = 2345;
+  spec.at_counts = MixOrder::Make(spec).value()->Counters(2345);
+  auto o = MixOrder::Make(spec).value();
+  std::vector<int64_t> rest(3000 - 2345);
+  ASSERT_TRUE(o->Read(2345, rest.size(), rest.data()).ok());
+  EXPECT_TRUE(std::equal(rest.begin(), rest.end(), whole.begin() + 2345));
+  spec.at_counts[0] += 1;  // a damaged state
+  EXPECT_NE(MixOrder::Make(spec).status().message().find("sum to"), std::string::npos);
+}
+
+// A mix changed at position 4,000 (new weights, source 1 removed, a new
+// source keyed 9 added): from the change on the new weights hold at every
+// prefix, and each kept source goes on in its own order, repeating nothing of
+// its source-epoch.
+TEST(MixOrder, AChangedMixGoesOnFromEachSourcesPlaceWithTheNewWeights) {
+  MixSpec old{{3000, 2000, 5000}, {1, 1, 2}, 7, 3, true, 0, false};
+  auto a = MixOrder::Make(old).value();
+  const uint64_t change = 4000;
+  std::vector<int64_t> before(change);
+  ASSERT_TRUE(a->Read(0, change, before.data()).ok());
+  std::vector<uint64_t> c = a->Counters(change);
+  MixSpec now{{3000, 5000, 800}, {1, 3, 1}, 7, 3, true, 0, false};
+  now.keys = {1, 3, 9};  // sources 0 and 2 kept (keys index + 1), a new one
+  now.base = {c[0], c[2], 0};
+  now.start = change;
+  auto b = MixOrder::Make(now).value();
+  ASSERT_EQ(b->size(), 3000u + 5000 + 800 - change);
+  std::vector<int64_t> after = All(*b);
+  std::vector<std::set<uint64_t>> seen(2);  // kept sources' samples this source-epoch
+  for (int64_t g : before) {
+    auto [i, j] = a->Locate(static_cast<uint64_t>(g));
+    if (i != 1) seen[i == 0 ? 0 : 1].insert(j);
+  }
+  std::vector<double> counts(3, 0);
+  double worst = 0;
+  for (size_t p = 0; p < after.size(); ++p) {
+    auto [i, j] = b->Locate(static_cast<uint64_t>(after[p]));
+    ++counts[i];
+    for (size_t s = 0; s < 3; ++s)
+      worst = std::max(worst, std::fabs(counts[s] - now.weights[s] / 5.0 * static_cast<double>(p + 1)));
+    if (i < 2 && seen[i].size() < now.sizes[i]) {
+      EXPECT_TRUE(seen[i].insert(j).second) << "source " << i << " repeats sample " << j << " at " << p;
+    }
+  }
+  EXPECT_LE(worst, 1.0);
+  EXPECT_EQ(seen[0].size(), c[0] + static_cast<uint64_t>(counts[0]));  // each of source 0's once
+  // The shuffle of a kept source is its own: source 2 (now 1) reads as before.
+  std::vector<uint64_t> next_old, next_new;
+  for (int64_t g : All(*a)) {
+    auto [i, j] = a->Locate(static_cast<uint64_t>(g));
+    if (i == 2) next_old.push_back(j);
+  }
+  for (int64_t g : after) {
+    auto [i, j] = b->Locate(static_cast<uint64_t>(g));
+    if (i == 1) next_new.push_back(j);
+  }
+  const size_t both = std::min(next_old.size() - c[2], next_new.size());
+  EXPECT_TRUE(std::equal(next_new.begin(), next_new.begin() + both, next_old.begin() + c[2]));
+  // Stop after a change: none of the rest runs out.
+  now.stop = true;
+  auto s = MixOrder::Make(now).value();
+  std::vector<uint64_t> took(3, 0);
+  for (int64_t g : All(*s)) ++took[s->Locate(static_cast<uint64_t>(g)).first];
+  for (size_t i = 0; i < 3; ++i) EXPECT_LE(now.base[i] + took[i], now.sizes[i]) << i;
+}
+
 TEST(MixOrder, BadSpecsAreNamed) {
   EXPECT_NE(MixOrder::Make(MixSpec{}).status().message().find("no sources"), std::string::npos);
   EXPECT_NE(MixOrder::Make(MixSpec{{3, 4}, {1}, 0, 0, false, 0, false}).status().message().find("1 weights for 2"),
