@@ -6,7 +6,7 @@ order ("one, in order": batches of adjacent records) and in the mix's order
 ("one, the mix's order": the same samples in the same order, given as a
 native order over the concatenated file: what mixing itself costs).
 
-    python bench/mix_native.py [--sources 1000] [--records 500000] [--width 32] [--rounds 3]
+    python bench/mix_native.py [--sources 1000] [--records 500000] [--width 32] [--rounds 3] [--io pread]
 """
 import argparse
 import os
@@ -50,6 +50,7 @@ def main():
     p.add_argument("--width", type=int, default=32)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--io", default="pread", choices=["pread", "mmap"], help="NpyDataset's io= for every file")
     a = p.parse_args()
     z = 1 / np.arange(1, a.sources + 1) ** 1.1
     sizes = np.maximum(1, (z / z.sum() * a.records).astype(int))
@@ -59,9 +60,9 @@ def main():
         sources, start = [], 0
         for i, n in enumerate(sizes):
             np.save(os.path.join(d, f"s{i}.npy"), rows[start:start + n])
-            sources.append(stoker.io.NpyDataset(os.path.join(d, f"s{i}.npy")))
+            sources.append(stoker.io.NpyDataset(os.path.join(d, f"s{i}.npy"), io=a.io))
             start += n
-        one = stoker.io.NpyDataset(os.path.join(d, "all.npy"))
+        one = stoker.io.NpyDataset(os.path.join(d, "all.npy"), io=a.io)
         mix = stoker.Mix(sources, z.tolist())
         res = {"one": [], "same": [], "mix": []}
         for _ in range(a.rounds):
@@ -70,7 +71,7 @@ def main():
                 res[name].append(rate)
         med = {k: statistics.median(v) for k, v in res.items()}
         print(f"{a.sources} sources, {n:,} records of {a.width} float32, batch {a.batch}, 2 reader threads, "
-              f"median of {a.rounds}")
+              f"io={a.io}, median of {a.rounds}")
         print(f"| one concatenated source, in order | {med['one']:,.0f} samples/s |")
         print(f"| one concatenated source, the mix's order | {med['same']:,.0f} samples/s |")
         print(f"| Mix of {a.sources} | {med['mix']:,.0f} samples/s ({med['mix'] / med['same']:.2f}x the same order, "

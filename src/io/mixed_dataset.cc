@@ -37,10 +37,21 @@ Result<std::shared_ptr<MixedDataset>> MixedDataset::Make(std::vector<std::shared
 MixedDataset::MixedDataset(std::vector<std::shared_ptr<NativeDataset>> sources) : sources_(std::move(sources)) {
   offsets_.assign(1, 0);
   for (const auto& s : sources_) offsets_.push_back(offsets_.back() + s->size());
+  // About four buckets per source, each a power of two of indices.
+  const uint64_t total = std::max<uint64_t>(1, offsets_.back());
+  while (shift_ < 63 && (total >> shift_) > 4 * sources_.size()) ++shift_;
+  bucket_.resize((total >> shift_) + 1);
+  size_t i = 0;
+  for (size_t b = 0; b < bucket_.size(); ++b) {
+    const uint64_t first = static_cast<uint64_t>(b) << shift_;
+    while (i + 1 < sources_.size() && offsets_[i + 1] <= first) ++i;
+    bucket_[b] = static_cast<uint32_t>(i);
+  }
 }
 
 std::pair<size_t, uint64_t> MixedDataset::Locate(uint64_t index) const {
-  const size_t i = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin() - 1);
+  size_t i = bucket_[index >> shift_];
+  while (offsets_[i + 1] <= index) ++i;  // (index < size(): source i + 1 exists while this holds)
   return {i, index - offsets_[i]};
 }
 

@@ -34,6 +34,11 @@ class MixedDataset : public NativeDataset {
   std::pair<size_t, uint64_t> Locate(uint64_t index) const;
   std::vector<std::shared_ptr<NativeDataset>> sources_;
   std::vector<uint64_t> offsets_;  // sources + 1
+  // The source holding global index (g >> shift_) << shift_, for each
+  // bucket: Locate scans on from there (a few sources at most), in place
+  // of a binary search over every source.
+  std::vector<uint32_t> bucket_;
+  int shift_ = 0;
 };
 
 }  // namespace stoker
