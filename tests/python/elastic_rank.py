@@ -1,7 +1,7 @@
 """Launched by test_elastic_resume.py with the real torchrun (gloo, CPU): one
 segment of an epoch on --world ranks.  Each rank builds stoker.DataLoader
-(distributed=True, shuffle=True) over a Python dataset and over a native
-one (stoker.io.NpyDataset), loads the state the segment before saved (if
+(distributed=True, shuffle=True) over a Python dataset, over a native one
+(stoker.io.NpyDataset) and over a Mix of native sources (mix*.npy), loads the state the segment before saved (if
 any), reads --stop batches (all that is left without it), and logs every
 sample it got; rank 0 then saves its loaders' states for the next segment."""
 import argparse
@@ -39,6 +39,10 @@ def main():
     rank = dist.get_rank()
     npy = os.path.join(a.dir, "samples.npy")
     datasets = {"python": Samples(a.samples), "native": io.NpyDataset(npy)}
+    parts = sorted(f for f in os.listdir(a.dir) if f.startswith("mix") and f.endswith(".npy"))
+    if parts:
+        sources = [io.NpyDataset(os.path.join(a.dir, f)) for f in parts]
+        datasets["mix"] = stoker.Mix(sources, list(range(1, len(sources) + 1)), seed=2, epoch_samples=a.samples)
     for kind, ds in datasets.items():
         loader = stoker.DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers, distributed=True,
                                    seed=3)

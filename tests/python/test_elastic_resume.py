@@ -233,6 +233,15 @@ def free_port():
 @pytest.mark.skipif(not os.path.exists(TORCHRUN), reason="torchrun not installed")
 def test_real_ranks_4_3_6_1_under_torchrun_read_every_sample_once(tmp_path):
     np.save(tmp_path / "samples.npy", np.arange(N, dtype=np.int64))
+    # A Mix of 7 native sources (sample j of source i is 100000 * i + j), by
+    # weights that are not their sizes: sources cycle within the epoch.
+    sizes = [3001, 1999, 1009, 2003, 997, 89, 911]
+    for i, size in enumerate(sizes):
+        np.save(tmp_path / f"mix{i}.npy", np.arange(100000 * i, 100000 * i + size, dtype=np.int64))
+    from stoker.io import NpyDataset
+    mix = stoker.Mix([NpyDataset(tmp_path / f"mix{i}.npy") for i in range(len(sizes))], list(range(1, 8)), seed=2,
+                     epoch_samples=N)
+    whole = collections.Counter(int(v) for b in stoker.DataLoader(mix, batch_size=97, shuffle=True) for v in b)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1",
            "TMPDIR": str(tmp_path)}
     for seg, (world, workers, batch, stop) in enumerate(SEGMENTS):
@@ -241,13 +250,16 @@ def test_real_ranks_4_3_6_1_under_torchrun_read_every_sample_once(tmp_path):
                "--workers", str(workers), "--batch", str(batch), "--stop", str(stop or -1)]
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, start_new_session=True)
         assert r.returncode == 0, r.stderr[-4000:]
-    for kind in ("python", "native"):
+    for kind in ("python", "native", "mix"):
         counts = collections.Counter()
         for seg, (world, *_) in enumerate(SEGMENTS):
             for rank in range(world):
                 text = (tmp_path / f"seen_{kind}_{seg}_rank{rank}.txt").read_text()
                 counts.update(int(v) for v in text.split())
-        exactly_once(counts)
+        if kind == "mix":
+            assert counts == whole, "every position of the mixed epoch once"
+        else:
+            exactly_once(counts)
 
 
 class Stream(torch.utils.data.IterableDataset):

@@ -102,6 +102,18 @@ def test_a_thousand_sources_cost_no_thread_and_little_memory():
     assert small[0] == big[0] == 4000
     assert big[1] == small[1] and abs(big[2] - small[2]) <= 2
     assert big[3] - small[3] < 64 << 20
+    # ... and it resumes on another topology exactly: 2 ranks stop, 3 go on.
+    sizes = [max(1, int(5000 / (i + 1) ** 1.1)) for i in range(1000)]
+    mix = stoker.Mix([Source(i, n) for i, n in enumerate(sizes)], [1 / (i + 1) ** 1.1 for i in range(1000)],
+                     epoch_samples=4000, seed=1)
+    whole = collections.Counter(pairs(stoker.DataLoader(mix, batch_size=100, shuffle=True)))
+    before, state = rank_batches(mix_loader(mix, 50), 2, None, stop=7)
+    assert len(state["order"]["recipe"]["at_counts"]) == 1000 and state["order"]["recipe"]["at"] == 700
+    after, _ = rank_batches(mix_loader(mix, 64, workers=0), 3, state)
+    got = collections.Counter(p for part in before + after for p in part)
+    assert not whole - got, "no position lost"
+    pad = sum(got.values()) - 4000  # (3 ranks pad the rest's last step by repeating its start)
+    assert 0 <= pad < 3 and sum((got - whole).values()) == pad
 
 
 def test_bad_mixes_are_named():
@@ -244,3 +256,45 @@ def test_changes_a_mix_cannot_go_on_from_are_named():
         rank_batches(mix_loader(named({"a": 1}), 10), 1, bad)
     with pytest.raises(ValueError, match="the sources and the weights name different sources: \\['x'\\]"):
         stoker.Mix({"a": Source(0, 3)}, {"a": 1, "x": 2})
+
+
+class Values(torch.utils.data.Dataset):
+    """{"y": values[j]}: a Python source with a streaming source's samples."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __len__(self):
+        return len(self.values)
+
+    def __getitem__(self, j):
+        return {"y": torch.tensor(self.values[j])}
+
+
+def test_a_mix_of_streaming_datasets_reads_as_the_same_mix_of_python_sources_and_resumes_elsewhere(tmp_path):
+    from stoker.io import write_tfrecord
+    from stoker.streaming import StreamingDataset, write_index
+
+    def remote(name, start, n, per=50):
+        r = tmp_path / name
+        r.mkdir()
+        for s in range(0, n, per):
+            write_tfrecord(r / f"shard-{s // per:03d}.tfrecord",
+                           ({"y": np.int64(start + i)} for i in range(s, min(n, s + per))))
+        write_index(str(r))
+        return str(r)
+    # One streamed through memory, one through a cache.
+    a = StreamingDataset(remote("a", 0, 503), str(tmp_path / "ca"), max_bytes=0, features={"y": ("int64", ())})
+    b = StreamingDataset(remote("b", 10000, 301), str(tmp_path / "cb"), max_bytes=1 << 30,
+                         features={"y": ("int64", ())})
+    mix = stoker.Mix([a, b], [2, 1], seed=1)
+    got = [int(v) for bt in stoker.DataLoader(mix, batch_size=50, shuffle=True, num_workers=2) for v in bt["y"]]
+    same = stoker.Mix([Values(list(range(503))), Values(list(range(10000, 10301)))], [2, 1], seed=1)
+    assert got == [int(v) for bt in stoker.DataLoader(same, batch_size=50, shuffle=True) for v in bt["y"]]
+    assert len(got) == 804 and len(set(got)) == 503 + 268  # a cycled (536 of 503), b took 268 of 301
+
+    def make(world, rank, workers, batch):
+        return stoker.DataLoader(mix, batch_size=batch, num_workers=max(1, workers), shuffle=True,
+                                 sampler=stoker.mix.MixSampler(mix, shuffle=True, rank=rank, world_size=world))
+    counts, _ = run_segments(make, [(3, 2, 40, 2), (2, 1, 30, 3), (1, 0, 16, None)], ids=lambda b: b["y"])
+    assert counts == collections.Counter(got)
