@@ -211,6 +211,19 @@ def test_full_mode_streams_every_sample_once_through_memory(s3, tmp_path):
     ds.close()
 
 
+def test_a_bucket_streamed_through_memory_resumes_on_3_2_1_ranks_with_every_sample_once(s3, tmp_path):
+    from test_elastic_resume import exactly_once, run_segments
+    ds = StreamingDataset("s3://data/indexed", str(tmp_path / "cache"), max_bytes=0, mode="full", features=FEATURES,
+                          storage_options=s3.options())
+
+    def make(world, rank, workers, batch):
+        return stoker.DataLoader(ds, batch_size=batch, num_workers=max(1, workers),
+                                 sampler=ds.sampler(shuffle=True, seed=4, rank=rank, world_size=world, pad=True))
+    counts, _ = run_segments(make, [(3, 2, 7, 2), (2, 1, 9, 1), (1, 0, 5, None)], ids=lambda b: b["y"])
+    exactly_once(counts, 4 * PER_SHARD)
+    ds.close()
+
+
 def test_by_default_a_cold_cache_epoch_is_the_whole_bucket_and_cached_mode_says_what_it_leaves_out(s3, tmp_path):
     import warnings
     ds = StreamingDataset("s3://data/indexed", str(tmp_path / "cache"), max_bytes=1 << 30, features=FEATURES,

@@ -4,6 +4,7 @@ use), full mode exactly once, the server stopped mid-download, a corrupt
 shard, a truncated response, a restart with a half-written file, two
 loaders sharing one cache, resume, tar shards, stats.  One module (over 600
 lines) so that one nginx serves all of them."""
+import collections
 import os
 import resource
 import shutil
@@ -878,6 +879,34 @@ def test_resume_mid_epoch_repeats_the_epochs_shards(server, www, tmp_path):
     assert [b["y"].tolist() for b in loader2] == rest
     assert ds2.epoch_shards == shards
     assert sorted(sum(first + rest, [])) == sorted(ids_of(shards))
+
+
+def test_a_growing_epoch_resumed_on_3_then_2_then_1_ranks_reads_its_own_shards_once(server, www, tmp_path):
+    """mode='cached' over HTTP: the epoch is the shards cached when it
+    began; the state carries that list, so ranks of another topology read
+    those shards (not the cache as it has grown), every sample once."""
+    from test_elastic_resume import exactly_once, run_segments
+    local = str(tmp_path / "cache")
+    ds = StreamingDataset(server.url + "/slow", local, 1 << 30, mode="cached", features=FEATURES, min_shards=3)
+    loader = stoker.DataLoader(ds, batch_size=10, num_workers=2,
+                               sampler=ds.sampler(shuffle=True, seed=7, rank=0, world_size=1))
+    it = iter(loader)
+    counts = collections.Counter(y for _ in range(2) for y in next(it)["y"].tolist())
+    state = loader.state_dict()
+    del it
+    shards = ds.epoch_shards
+    time.sleep(1.0)  # the cache grows meanwhile
+    ds2 = StreamingDataset(server.url, local, 1 << 30, mode="cached", features=FEATURES)
+    assert len(ds2.epoch_shards) > len(shards)
+
+    def make(world, rank, workers, batch):
+        return stoker.DataLoader(ds2, batch_size=batch, num_workers=max(1, workers),
+                                 sampler=ds2.sampler(shuffle=True, seed=7, rank=rank, world_size=world, pad=True))
+    counts, _ = run_segments(make, [(3, 2, 4, 1), (2, 1, 6, 1), (1, 0, 5, None)], counts=counts,
+                             ids=lambda b: b["y"], first_state=state)
+    assert ds2.epoch_shards == shards
+    assert sorted(counts) == sorted(ids_of(shards))
+    exactly_once(counts, len(ids_of(shards)))
 
 
 def test_tar_shards_and_in_process_reads(tmp_path):
