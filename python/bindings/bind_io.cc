@@ -1,5 +1,6 @@
 // Binds the native read path (src/io, loader/native_workers.h): datasets,
 // transforms and writers.  Registration and argument conversion only.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -16,6 +17,7 @@
 #include "loader/native_workers.h"
 #include "shm/batch_format.h"
 #include "stoker/transforms.h"
+#include "text/token_dataset.h"
 
 namespace py = pybind11;
 
@@ -59,6 +61,27 @@ void BindIo(py::module_& m) {
       .def_static("mixed", [](std::vector<std::shared_ptr<NativeDataset>> sources) {
              return std::static_pointer_cast<NativeDataset>(Check(MixedDataset::Make(std::move(sources)))); },
            "Native datasets laid end to end (stoker.Mix's sources read by C++ threads).")
+      .def_static("open_tokens", [](const std::vector<std::string>& paths, const std::string& flat_dtype, int64_t eos_id,
+                                    int64_t vocab_size, const std::string& out, const std::string& on_error) {
+             TokenDatasetOptions o{flat_dtype, eos_id, vocab_size, Check(ParseElementType(out))};
+             OnError e = ParseOnError(on_error);
+             std::shared_ptr<TokenDataset> d;
+             {
+               py::gil_scoped_release nogil;  // (flat files are scanned once)
+               auto r = TokenDataset::Open(paths, o);
+               py::gil_scoped_acquire gil;
+               d = Check(std::move(r));
+             }
+             d->set_on_error(e);
+             return std::static_pointer_cast<NativeDataset>(d); },
+           "Documents of token files (text/token_dataset.h): Megatron .bin/.idx, flat .bin, .npy.")
+      .def_static("token_counts", [](const std::shared_ptr<NativeDataset>& d) {
+             auto t = std::dynamic_pointer_cast<TokenDataset>(d);
+             if (!t) Throw(Status::InvalidArgument("not a TokenDataset"));
+             std::vector<uint32_t> out(t->size());
+             for (uint64_t i = 0; i < t->size(); ++i) out[i] = t->DocumentLength(i);
+             return py::make_tuple(t->tokens(), py::array_t<uint32_t>(out.size(), out.data())); },
+           "(tokens, each document's length) of a TokenDataset.")
       .def_static("open_npy", [](const std::string& path, const std::string& io) {
              return std::shared_ptr<NativeDataset>(Check(RecordFileDataset::OpenNpy(path, Check(ParseIoMode(io))))); })
       .def_static("open_npy_dir", [](const std::string& dir) {

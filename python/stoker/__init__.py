@@ -31,7 +31,7 @@ def get_worker_info():
 
 #: Submodules that `import stoker` makes reachable as attributes
 #: (stoker.shared.Array, stoker.io.TFRecordDataset, ...), imported on first use.
-_SUBMODULES = ("shared", "io", "streaming", "cache", "distributed", "errors", "accelerate", "vision", "mix")
+_SUBMODULES = ("shared", "io", "streaming", "cache", "distributed", "errors", "accelerate", "vision", "mix", "text")
 
 TORCH_MISSING = ("stoker.DataLoader is built on torch.utils.data.DataLoader and needs PyTorch, also with "
                  "output='numpy': install it with `pip install torch` (or `pip install torch==<version>` to pin "

@@ -104,10 +104,13 @@ def _tar_decls(fields, what: str) -> list[tuple]:
 
 
 def _field_value(data: bytes, dtype: str, shape, variable: bool):
-    """One field of a sample read in Python: a numpy array, or for a variable
-    field its raw bytes (default_collate makes a list of them; stoker's
-    native batches hold a list of uint8 tensors)."""
-    return data if variable else np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+    """One field of a sample read in Python: a numpy array; a variable field
+    of bytes (uint8: a tar member's) as its raw bytes (default_collate makes
+    a list of them; stoker's native batches hold a list of uint8 tensors),
+    of another dtype (a document's token ids) as a 1-D array."""
+    if variable:
+        return data if dtype == "uint8" else np.frombuffer(data, dtype=dtype).copy()
+    return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
 
 
 class NativeDataset(_Base):
