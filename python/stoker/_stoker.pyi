@@ -358,6 +358,16 @@ class NativeDataset:
     def open_tfrecord(arg0: collections.abc.Sequence[str], arg1: collections.abc.Sequence[tuple[str, str, collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]]], arg2: str, arg3: bool, arg4: str, arg5: str) -> NativeDataset:
         ...
     @staticmethod
+    def open_tokens(arg0: collections.abc.Sequence[str], arg1: str, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: typing.SupportsInt | typing.SupportsIndex, arg4: str, arg5: str) -> NativeDataset:
+        """
+        Documents of token files (text/token_dataset.h): Megatron .bin/.idx, flat .bin, .npy.
+        """
+    @staticmethod
+    def token_counts(arg0: NativeDataset) -> tuple[int, numpy.typing.NDArray[numpy.uint32]]:
+        """
+        (tokens, each document's length) of a TokenDataset.
+        """
+    @staticmethod
     def transform(arg0: NativeDataset, arg1: collections.abc.Sequence[tuple[str, collections.abc.Sequence[Transform]]], arg2: typing.SupportsInt | typing.SupportsIndex) -> NativeDataset:
         ...
     def __len__(self) -> int:
