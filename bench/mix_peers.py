@@ -63,6 +63,17 @@ def write_litdata(d: str) -> None:
 
 # ---- the mixers: each yields batches as numpy arrays [B, WIDTH] -------------
 
+def first(batches, samples):
+    """The batches of an endless mixer up to `samples` samples."""
+    left = samples
+    for b in batches:
+        b = b[:left]
+        left -= len(b)
+        yield b
+        if not left:
+            return
+
+
 def stoker_batches(d, weights, samples):
     import stoker
     srcs = [stoker.io.NpyDataset(os.path.join(d, f"s{i}.npy")) for i in range(SOURCES)]
@@ -87,26 +98,15 @@ def torchdata_batches(d, weights, samples):
     mixed = tn.MultiNodeWeightedSampler(nodes, {str(i): w for i, w in enumerate(weights)},
                                         stop_criteria="CYCLE_FOREVER", seed=0)
     batches = tn.Prefetcher(tn.Batcher(mixed, batch_size=BATCH), prefetch_factor=4)
-    left = samples
-    for b in tn.Loader(batches):
-        b = np.stack(b)[:left]
-        left -= len(b)
-        yield b
-        if not left:
-            return
+    yield from first((np.stack(b) for b in tn.Loader(batches)), samples)
 
 
 def litdata_batches(d, weights, samples):
     import litdata
     srcs = [litdata.StreamingDataset(os.path.join(d, f"lit{i}")) for i in range(SOURCES)]
     mixed = litdata.CombinedStreamingDataset(srcs, weights=weights, iterate_over_all=False, seed=0)
-    left = samples
-    for b in litdata.StreamingDataLoader(mixed, batch_size=BATCH, num_workers=2):
-        b = np.asarray(b)[:left]
-        left -= len(b)
-        yield b
-        if not left:
-            return
+    yield from first((np.asarray(b) for b in litdata.StreamingDataLoader(mixed, batch_size=BATCH, num_workers=2)),
+                     samples)
 
 
 def tf_batches(d, weights, samples):
