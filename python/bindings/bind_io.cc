@@ -17,6 +17,7 @@
 #include "loader/native_workers.h"
 #include "shm/batch_format.h"
 #include "stoker/transforms.h"
+#include "text/packed_dataset.h"
 #include "text/token_dataset.h"
 
 namespace py = pybind11;
@@ -82,6 +83,32 @@ void BindIo(py::module_& m) {
              for (uint64_t i = 0; i < t->size(); ++i) out[i] = t->DocumentLength(i);
              return py::make_tuple(t->tokens(), py::array_t<uint32_t>(out.size(), out.data())); },
            "(tokens, each document's length) of a TokenDataset.")
+      .def_static("packed", [](std::vector<std::shared_ptr<NativeDataset>> sources, py::array_t<uint64_t> docs,
+                               uint32_t seq_len, const std::string& mode, uint32_t window, int64_t eos_id, int64_t pad_id) {
+             std::vector<std::shared_ptr<TokenDataset>> tokens;
+             for (size_t i = 0; i < sources.size(); ++i) {
+               auto t = std::dynamic_pointer_cast<TokenDataset>(sources[i]);
+               if (!t) Throw(Status::InvalidArgument("Pack: source " + std::to_string(i) + " is not a TokenDataset"));
+               tokens.push_back(std::move(t));
+             }
+             if (mode != "concat" && mode != "best_fit")
+               Throw(Status::InvalidArgument("Pack: mode='" + mode + "' is not one of 'concat', 'best_fit'"));
+             PackOptions o{seq_len, mode == "concat" ? PackMode::kConcat : PackMode::kBestFit, window, eos_id, pad_id};
+             std::vector<uint64_t> order(docs.data(), docs.data() + docs.size());
+             std::shared_ptr<PackedDataset> d;
+             {
+               py::gil_scoped_release nogil;  // (the plan: a pass over the documents' lengths)
+               auto r = PackedDataset::Make(std::move(tokens), order, o);
+               py::gil_scoped_acquire gil;
+               d = Check(std::move(r));
+             }
+             return std::static_pointer_cast<NativeDataset>(d); },
+           "Sequences packed from TokenDatasets laid end to end (text/packed_dataset.h), documents in `docs`' order.")
+      .def_static("pack_counts", [](const std::shared_ptr<NativeDataset>& d) {
+             auto p = std::dynamic_pointer_cast<PackedDataset>(d);
+             if (!p) Throw(Status::InvalidArgument("not a packed dataset"));
+             return py::make_tuple(p->plan().sequences(), p->plan().tokens, p->plan().pieces.size()); },
+           "(sequences, tokens, pieces) of a packed dataset.")
       .def_static("open_npy", [](const std::string& path, const std::string& io) {
              return std::shared_ptr<NativeDataset>(Check(RecordFileDataset::OpenNpy(path, Check(ParseIoMode(io))))); })
       .def_static("open_npy_dir", [](const std::string& dir) {

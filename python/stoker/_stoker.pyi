@@ -363,6 +363,16 @@ class NativeDataset:
         Documents of token files (text/token_dataset.h): Megatron .bin/.idx, flat .bin, .npy.
         """
     @staticmethod
+    def pack_counts(arg0: NativeDataset) -> tuple[int, int, int]:
+        """
+        (sequences, tokens, pieces) of a packed dataset.
+        """
+    @staticmethod
+    def packed(arg0: collections.abc.Sequence[NativeDataset], arg1: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], arg2: typing.SupportsInt | typing.SupportsIndex, arg3: str, arg4: typing.SupportsInt | typing.SupportsIndex, arg5: typing.SupportsInt | typing.SupportsIndex, arg6: typing.SupportsInt | typing.SupportsIndex) -> NativeDataset:
+        """
+        Sequences packed from TokenDatasets laid end to end (text/packed_dataset.h), documents in `docs`' order.
+        """
+    @staticmethod
     def token_counts(arg0: NativeDataset) -> tuple[int, numpy.typing.NDArray[numpy.uint32]]:
         """
         (tokens, each document's length) of a TokenDataset.

@@ -259,31 +259,44 @@ Status TokenDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
 
 Status TokenDataset::Read(uint64_t index, uint8_t* const* dst) {
   if (index >= size()) return Status::InvalidArgument(Describe() + ": no document " + std::to_string(index));
+  return ReadAs(index, 0, DocumentLength(index), options_.out, dst[0]);
+}
+
+Status TokenDataset::ReadTokens(uint64_t index, uint64_t offset, uint64_t n, int64_t* out) const {
+  if (index >= size()) return Status::InvalidArgument(Describe() + ": no document " + std::to_string(index));
+  if (offset > DocumentLength(index) || n > DocumentLength(index) - offset)
+    return Status::InvalidArgument(DescribeSample(index) + ": no tokens [" + std::to_string(offset) + ", " +
+                                   std::to_string(offset + n) + ")");
+  return ReadAs(index, offset, n, ElementType::kInt64, reinterpret_cast<uint8_t*>(out));
+}
+
+Status TokenDataset::ReadAs(uint64_t index, uint64_t offset, uint64_t n, ElementType out, uint8_t* dst) const {
   const auto [i, d] = Locate(index);
   const File& f = files_[i];
-  const uint64_t n = f.length[d], item = ElementSize(f.dtype);
+  const uint64_t item = ElementSize(f.dtype), at = f.offset[d] + offset * item;
   thread_local std::vector<uint8_t> raw;
-  const bool direct = f.dtype == options_.out;
-  uint8_t* src = dst[0];
+  const bool direct = f.dtype == out;
+  uint8_t* src = dst;
   if (!direct) {
     if (raw.size() < n * item) raw.resize(n * item);
     src = raw.data();
   }
-  STOKER_RETURN_IF_ERROR(f.reader.ReadAt(f.offset[d], src, n * item));
+  STOKER_RETURN_IF_ERROR(f.reader.ReadAt(at, src, n * item));
   const int64_t vocab = options_.vocab_size;
   for (uint64_t k = 0; k < n; ++k) {
     const int64_t t = TokenAt(src, f.dtype, k);
-    if ((vocab > 0 && (t < 0 || t >= vocab)) ||
-        (options_.out == ElementType::kInt32 && (t < INT32_MIN || t > INT32_MAX)))
-      return Status::DataLoss("token " + std::to_string(t) + " at token " + std::to_string(k) + " of document " +
-                              std::to_string(d) + " of " + f.name + " (byte " + std::to_string(f.offset[d] + k * item) +
-                              ") is outside " + (vocab > 0 ? "the vocabulary (vocab_size=" + std::to_string(vocab) + ")"
-                                                           : std::string("int32")));
+    if ((vocab > 0 && (t < 0 || t >= vocab)) || (out == ElementType::kInt32 && (t < INT32_MIN || t > INT32_MAX)))
+      return Status::DataLoss("token " + std::to_string(t) + " at token " + std::to_string(offset + k) +
+                              " of document " + std::to_string(d) + " of " + f.name + " (byte " +
+                              std::to_string(at + k * item) + ") is outside " +
+                              (vocab > 0 ? "the vocabulary (vocab_size=" + std::to_string(vocab) + ")"
+                                         : std::string("int32")));
     if (!direct) {
-      if (options_.out == ElementType::kInt64) std::memcpy(dst[0] + 8 * k, &t, 8);
-      else {
+      if (out == ElementType::kInt64) {
+        std::memcpy(dst + 8 * k, &t, 8);
+      } else {
         const auto v = static_cast<int32_t>(t);
-        std::memcpy(dst[0] + 4 * k, &v, 4);
+        std::memcpy(dst + 4 * k, &v, 4);
       }
     }
   }

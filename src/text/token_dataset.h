@@ -57,6 +57,9 @@ class TokenDataset : public NativeDataset {
   uint64_t tokens() const { return tokens_; }
   // Document `index`'s length in tokens.
   uint32_t DocumentLength(uint64_t index) const;
+  // Tokens [offset, offset + n) of document `index` as int64 (the
+  // vocabulary checked, as Read checks it).
+  Status ReadTokens(uint64_t index, uint64_t offset, uint64_t n, int64_t* out) const;
 
   // One file's documents (token_dataset.cc opens them).
   struct File {
@@ -71,6 +74,8 @@ class TokenDataset : public NativeDataset {
   TokenDataset() = default;
   // (file, document within it) of global index `index` (< size()).
   std::pair<size_t, uint64_t> Locate(uint64_t index) const;
+  // Tokens [offset, offset + n) of document `index` as `out` (int64 or int32) at dst.
+  Status ReadAs(uint64_t index, uint64_t offset, uint64_t n, ElementType out, uint8_t* dst) const;
   std::vector<File> files_;
   std::vector<uint64_t> first_doc_;  // files + 1
   std::vector<FieldSpec> fields_;

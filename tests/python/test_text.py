@@ -1,12 +1,15 @@
 """stoker.text.TokenDataset (issue 50, in part): Megatron's .bin/.idx in
 every integer dtype it writes, flat token files and .npy, read natively as
 documents; the bad inputs named by file, document and byte."""
+import collections
 import os
 import pickle
 import struct
 
 import numpy as np
 import pytest
+import torch
+from torch.utils.data import DistributedSampler
 
 import stoker
 from stoker.text import TokenDataset
@@ -121,3 +124,176 @@ def test_token_datasets_mix_natively_by_weight(tmp_path):
     assert len(docs) == 400
     from_web = sum(d in {tuple(x) for x in web} for d in docs[:100])
     assert abs(from_web - 75) <= 1
+
+
+# ---- packing ----------------------------------------------------------------
+
+def reference_pack(lengths, order, seq_len, mode, window=None):
+    """The packer written out plainly: [(doc, offset, length), ...] per sequence."""
+    seqs = []
+    if mode == "concat":
+        cur, room = [], seq_len
+        for d in order:
+            at = 0
+            while at < lengths[d]:
+                take = min(room, lengths[d] - at)
+                cur.append((d, at, take))
+                at, room = at + take, room - take
+                if room == 0:
+                    seqs.append(cur)
+                    cur, room = [], seq_len
+        if cur:
+            seqs.append(cur)
+        return seqs
+    open_bins, next_id = [], 0  # [room, id, pieces]
+    for d in order:
+        n, at = lengths[d], 0
+        while n - at >= seq_len:
+            seqs.append([(d, at, seq_len)])
+            at += seq_len
+        if at == n:
+            continue
+        piece = (d, at, n - at)
+        fits = [b for b in open_bins if b[0] >= piece[2]]
+        if fits:
+            b = min(fits, key=lambda b: (b[0], b[1]))
+        else:
+            if len(open_bins) == window:
+                fullest = min(open_bins, key=lambda b: (b[0], b[1]))
+                open_bins.remove(fullest)
+                seqs.append(fullest[2])
+            b = [seq_len, next_id, []]
+            next_id += 1
+            open_bins.append(b)
+        b[0] -= piece[2]
+        b[2].append(piece)
+        if b[0] == 0:
+            open_bins.remove(b)
+            seqs.append(b[2])
+    seqs += [b[2] for b in sorted(open_bins, key=lambda b: b[1])]
+    return seqs
+
+
+def reference_fields(docs, pieces, seq_len, pad_id=0):
+    ids, labels, pos, doc_ids, cu = [], [], [], [], [0]
+    for d, at, n in pieces:
+        tokens = list(docs[d])
+        ids += tokens[at:at + n]
+        labels += [tokens[k + 1] if k + 1 < len(tokens) else -100 for k in range(at, at + n)]
+        pos += list(range(n))
+        doc_ids += [d] * n
+        cu.append(len(ids))
+    pad = seq_len - len(ids)
+    if pad:
+        ids += [pad_id] * pad
+        labels += [-100] * pad
+        pos += list(range(pad))
+        doc_ids += [-1] * pad
+        cu.append(seq_len)
+    return ids, labels, pos, doc_ids, cu
+
+
+@pytest.mark.parametrize("mode", ["concat", "best_fit"])
+def test_packed_sequences_equal_a_reference_packer_and_hold_every_token_once(tmp_path, mode):
+    rng = np.random.default_rng(7)
+    docs = corpus(rng, 400, 5000, longest=260) + [list(range(1, 700))]  # one longer than seq_len
+    write_megatron(tmp_path / "web", docs)
+    seq_len, eos = 128, 4999
+    with_eos = [list(d) + [eos] for d in docs]
+    pack = stoker.text.Pack(TokenDataset(tmp_path / "web"), seq_len, mode, window=16, eos_id=eos, pad_id=3,
+                            shuffle=False)
+    want = reference_pack([len(d) for d in with_eos], range(len(docs)), seq_len, mode, window=16)
+    assert len(pack) == len(want) == pack.sequences
+    for i, pieces in enumerate(want):
+        s = pack[i]
+        ids, labels, pos, doc_ids, cu = reference_fields(with_eos, pieces, seq_len, pad_id=3)
+        assert s["input_ids"].tolist() == ids, i
+        assert s["labels"].tolist() == labels, i
+        assert s["position_ids"].tolist() == pos and s["document_ids"].tolist() == doc_ids, i
+        assert s["cu_seqlens"].tolist() == cu, i
+    # Every token of every document once.
+    tokens = collections.Counter()
+    for i in range(len(pack)):
+        s = pack[i]
+        for d, p, k in zip(s["document_ids"].tolist(), s["position_ids"].tolist(), range(seq_len)):
+            if d >= 0:
+                tokens[d] += 1
+    assert tokens == collections.Counter({d: len(t) for d, t in enumerate(with_eos)})
+    if mode == "concat":
+        assert pack.padding_fraction < 1 / len(pack)  # the last sequence's only
+    else:
+        # A document is cut only into whole sequences and a rest (700 tokens: five and a rest).
+        pieces = collections.Counter(p[0] for seq in want for p in seq)
+        assert pieces == {d: -(-len(t) // seq_len) for d, t in enumerate(with_eos)}
+        assert pieces[len(docs) - 1] == 6
+        assert pack.padding_fraction < 0.05
+
+
+def test_a_shuffled_pack_resumes_bit_identical_at_any_step(tmp_path):
+    rng = np.random.default_rng(3)
+    write_megatron(tmp_path / "web", corpus(rng, 500, 5000, longest=200))
+    pack = stoker.text.Pack(TokenDataset(tmp_path / "web"), 64, "best_fit", window=8, seed=2)
+
+    def loader():
+        return stoker.DataLoader(pack, batch_size=6, shuffle=True, num_workers=2,
+                                 generator=torch.Generator().manual_seed(11))
+    whole = [{k: v.clone() if hasattr(v, "clone") else [c.clone() for c in v] for k, v in b.items()} for b in loader()]
+    assert whole[0]["input_ids"].shape == (6, 64)
+    for stop in sorted(rng.choice(len(whole) - 1, 3, replace=False) + 1):
+        first = loader()
+        it = iter(first)
+        for _ in range(stop):
+            next(it)
+        state = first.state_dict()
+        del it
+        again = loader()
+        again.load_state_dict(state)
+        rest = list(again)
+        assert len(rest) == len(whole) - stop
+        for a, b in zip(rest, whole[stop:]):
+            for k in ("input_ids", "labels", "position_ids", "document_ids"):
+                assert torch.equal(a[k], b[k]), (stop, k)
+            assert [c.tolist() for c in a["cu_seqlens"]] == [c.tolist() for c in b["cu_seqlens"]]
+    flat = stoker.text.cu_seqlens(whole[0])
+    assert flat[0] == 0 and flat[-1] == 6 * 64 and flat.dtype == torch.int32
+    assert (flat[1:] > flat[:-1]).all()
+
+
+def test_a_pack_resumed_on_other_ranks_covers_each_sequence_once_and_a_mix_packs_by_weight(tmp_path):
+    from test_elastic_resume import run_segments
+    rng = np.random.default_rng(5)
+    web, code = corpus(rng, 600, 5000, 120), corpus(rng, 200, 5000, 120)
+    write_megatron(tmp_path / "web", web)
+    write_megatron(tmp_path / "code", code)
+    mix = stoker.Mix({"web": TokenDataset(tmp_path / "web"), "code": TokenDataset(tmp_path / "code")},
+                     {"web": 3, "code": 1}, seed=1)
+    pack = stoker.text.Pack(mix, 96, "concat", eos_id=4999)
+    # Along the packed stream, the mix's proportions: 3 web documents to 1 of code.
+    first_docs = []
+    for i in range(len(pack)):
+        for d in pack[i]["document_ids"].tolist():
+            if d >= 0 and (not first_docs or first_docs[-1] != d):
+                first_docs.append(d)
+    web_share = sum(d < 600 for d in first_docs[:400]) / 400
+    assert abs(web_share - 0.75) < 0.01
+
+    def make(world, rank, workers, batch):
+        return stoker.DataLoader(pack, batch_size=batch, num_workers=workers,
+                                 sampler=DistributedSampler(pack, num_replicas=world, rank=rank, shuffle=True, seed=3))
+
+    def ids(b):
+        return [hash(tuple(row)) for row in (b["document_ids"] * 1000 + b["position_ids"]).tolist()]
+    counts, _ = run_segments(make, [(3, 2, 5, 2), (2, 1, 7, 1), (1, 0, 4, None)], ids=ids)
+    want = collections.Counter(hash(tuple((pack[i]["document_ids"] * 1000 + pack[i]["position_ids"]).tolist()))
+                               for i in range(len(pack)))
+    assert counts == want
+
+
+def test_bad_packs_are_named(tmp_path):
+    write_megatron(tmp_path / "m", [[1, 2, 3]])
+    with pytest.raises(TypeError, match="Pack: packs a stoker.text.TokenDataset or a stoker.Mix of them"):
+        stoker.text.Pack(list(range(3)), 8)
+    with pytest.raises(ValueError, match="seq_len should be an int >= 1"):
+        stoker.text.Pack(TokenDataset(tmp_path / "m"), 0)
+    with pytest.raises(ValueError, match="mode='pad' is not one of"):
+        stoker.text.Pack(TokenDataset(tmp_path / "m"), 8, "pad")

@@ -1,0 +1,110 @@
+// PackedDataset (packed_dataset.h).
+#include "text/packed_dataset.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace stoker {
+
+Result<std::shared_ptr<PackedDataset>> PackedDataset::Make(std::vector<std::shared_ptr<TokenDataset>> sources,
+                                                           const std::vector<uint64_t>& docs, PackOptions options) {
+  if (sources.empty()) return Status::InvalidArgument("Pack: no token datasets");
+  std::shared_ptr<PackedDataset> d(new PackedDataset());
+  d->sources_ = std::move(sources);
+  d->options_ = options;
+  d->offsets_.assign(1, 0);
+  for (const auto& s : d->sources_) d->offsets_.push_back(d->offsets_.back() + s->size());
+  for (uint64_t g : docs)
+    if (g >= d->offsets_.back())
+      return Status::InvalidArgument("Pack: document " + std::to_string(g) + " of an order over " +
+                                     std::to_string(d->offsets_.back()) + " documents");
+  STOKER_ASSIGN_OR_RETURN(d->plan_, MakePackPlan(docs, [&](uint64_t g) { return d->Length(g); }, options.seq_len,
+                                                 options.mode, options.window));
+  const int64_t L = options.seq_len;
+  d->fields_ = {FieldSpec{"input_ids", ElementType::kInt64, {L}}, FieldSpec{"labels", ElementType::kInt64, {L}},
+                FieldSpec{"position_ids", ElementType::kInt64, {L}}, FieldSpec{"document_ids", ElementType::kInt64, {L}},
+                FieldSpec{"cu_seqlens", ElementType::kInt32, {}, true}};
+  return d;
+}
+
+uint32_t PackedDataset::Length(uint64_t doc) const {
+  const auto s = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), doc) - offsets_.begin() - 1);
+  return sources_[s]->DocumentLength(doc - offsets_[s]) + (options_.eos_id >= 0 ? 1 : 0);
+}
+
+Status PackedDataset::Tokens(uint64_t doc, uint64_t offset, uint64_t n, int64_t* out) const {
+  const auto s = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), doc) - offsets_.begin() - 1);
+  const uint64_t real = sources_[s]->DocumentLength(doc - offsets_[s]);
+  const uint64_t from_file = offset < real ? std::min(n, real - offset) : 0;
+  if (from_file) STOKER_RETURN_IF_ERROR(sources_[s]->ReadTokens(doc - offsets_[s], offset, from_file, out));
+  for (uint64_t k = from_file; k < n; ++k) out[k] = options_.eos_id;  // (the appended eos)
+  return Status::OK();
+}
+
+uint64_t PackedDataset::Segments(uint64_t index) const {
+  const uint64_t pieces = plan_.first[index + 1] - plan_.first[index];
+  uint64_t used = 0;
+  for (uint64_t p = plan_.first[index]; p < plan_.first[index + 1]; ++p) used += plan_.pieces[p].length;
+  return pieces + (used < options_.seq_len ? 1 : 0);
+}
+
+Status PackedDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
+  if (index >= size()) return Status::InvalidArgument(Describe() + ": no sequence " + std::to_string(index));
+  for (size_t f = 0; f + 1 < fields_.size(); ++f) bytes[f] = fields_[f].bytes();
+  bytes[fields_.size() - 1] = (Segments(index) + 1) * sizeof(int32_t);
+  return Status::OK();
+}
+
+Status PackedDataset::Read(uint64_t index, uint8_t* const* dst) {
+  if (index >= size()) return Status::InvalidArgument(Describe() + ": no sequence " + std::to_string(index));
+  const uint64_t L = options_.seq_len;
+  thread_local std::vector<int64_t> ids, labels, pos, docs;
+  ids.resize(L + 1);
+  labels.resize(L);
+  pos.resize(L);
+  docs.resize(L);
+  std::vector<int32_t> cu{0};
+  uint64_t at = 0;
+  for (uint64_t p = plan_.first[index]; p < plan_.first[index + 1]; ++p) {
+    const PackPiece& piece = plan_.pieces[p];
+    // One token more where the document goes on: the last label.
+    const bool more = piece.offset + piece.length < Length(piece.doc);
+    STOKER_RETURN_IF_ERROR(Tokens(piece.doc, piece.offset, piece.length + (more ? 1 : 0), ids.data() + at));
+    for (uint64_t j = 0; j < piece.length; ++j) {
+      labels[at + j] = j + 1 < piece.length || more ? ids[at + j + 1] : -100;
+      pos[at + j] = static_cast<int64_t>(j);
+      docs[at + j] = static_cast<int64_t>(piece.doc);
+    }
+    at += piece.length;
+    cu.push_back(static_cast<int32_t>(at));
+  }
+  for (uint64_t j = at; j < L; ++j) {
+    ids[j] = options_.pad_id;
+    labels[j] = -100;
+    pos[j] = static_cast<int64_t>(j - at);
+    docs[j] = -1;
+  }
+  if (at < L) cu.push_back(static_cast<int32_t>(L));
+  std::memcpy(dst[0], ids.data(), L * 8);
+  std::memcpy(dst[1], labels.data(), L * 8);
+  std::memcpy(dst[2], pos.data(), L * 8);
+  std::memcpy(dst[3], docs.data(), L * 8);
+  std::memcpy(dst[4], cu.data(), cu.size() * sizeof(int32_t));
+  return Status::OK();
+}
+
+std::string PackedDataset::Describe() const {
+  return std::string("packed sequences of ") + std::to_string(options_.seq_len) + " tokens (" +
+         (options_.mode == PackMode::kConcat ? "concat" : "best_fit") + ", " + std::to_string(size()) +
+         " sequences) of " + sources_[0]->Describe() + (sources_.size() > 1 ? " and more" : "");
+}
+
+std::string PackedDataset::DescribeSample(uint64_t index) const {
+  if (index >= size()) return "sequence " + std::to_string(index) + " of " + Describe();
+  const PackPiece& first = plan_.pieces[plan_.first[index]];
+  const auto s = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), first.doc) - offsets_.begin() - 1);
+  return "packed sequence " + std::to_string(index) + " (from " + sources_[s]->DescribeSample(first.doc - offsets_[s]) +
+         ", token " + std::to_string(first.offset) + ")";
+}
+
+}  // namespace stoker
