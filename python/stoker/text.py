@@ -29,7 +29,9 @@ import numpy as np
 from stoker import _native as N
 from stoker.io import NativeDataset, _check_choice
 
-__all__ = ["TokenDataset", "Pack", "cu_seqlens"]
+from stoker.text_json import TextDataset, collate_documents  # noqa: E402  (raw text, tokenized as it is read)
+
+__all__ = ["TokenDataset", "Pack", "cu_seqlens", "TextDataset", "collate_documents"]
 
 PathLike = Union[str, os.PathLike]
 

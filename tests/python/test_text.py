@@ -2,6 +2,7 @@
 every integer dtype it writes, flat token files and .npy, read natively as
 documents; the bad inputs named by file, document and byte."""
 import collections
+import json
 import os
 import pickle
 import struct
@@ -297,3 +298,64 @@ def test_bad_packs_are_named(tmp_path):
         stoker.text.Pack(TokenDataset(tmp_path / "m"), 0)
     with pytest.raises(ValueError, match="mode='pad' is not one of"):
         stoker.text.Pack(TokenDataset(tmp_path / "m"), 8, "pad")
+
+
+# ---- tokenizing on the fly ----------------------------------------------------
+
+def train_tokenizer(texts, path):
+    """A small BPE tokenizer trained here (no download)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=500, special_tokens=["[UNK]", "<eos>"]))
+    tok.save(str(path))
+    return tok
+
+
+CORPUS = ["Hello world.", "", "Ünïcödé — 日本語のテキスト, emoji 🚀🚀", "a " * 3000, "tabs\tand\nnewlines",
+          "the quick brown fox jumps over the lazy dog " * 20, "ok"]
+
+
+def test_text_is_tokenized_exactly_as_encode_batch_through_the_loader(tmp_path):
+    pytest.importorskip("tokenizers")
+    tok = train_tokenizer(CORPUS * 3, tmp_path / "tokenizer.json")
+    lines = []
+    for i, t in enumerate(CORPUS * 5):
+        lines.append(json.dumps({"text": t, "id": i}, ensure_ascii=i % 2 == 0))
+        if i % 7 == 3:
+            lines.append("   ")  # a blank line: no document
+    (tmp_path / "a.jsonl").write_text("\n".join(lines[:20]) + "\n")
+    (tmp_path / "b.jsonl").write_text("\n".join(lines[20:]))  # (no newline at the end)
+    ds = stoker.text.TextDataset(tmp_path, tokenizer=tmp_path / "tokenizer.json", eos_id=1)
+    want = [e.ids + [1] for e in tok.encode_batch(CORPUS * 5)]
+    assert len(ds) == len(want)
+    assert ds[3]["input_ids"].tolist() == want[3]
+    loader = stoker.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=stoker.text.collate_documents)
+    got = [t.tolist() for b in loader for t in b["input_ids"]]
+    assert got == want
+    # A Tokenizer object, and resume of the documents' order like any map-style dataset.
+    ds2 = stoker.text.TextDataset([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], tokenizer=tok)
+    assert [ds2[i]["input_ids"].tolist() for i in range(len(ds2))] == [w[:-1] for w in want]
+
+
+def test_bad_lines_are_named_with_the_file_the_document_and_the_byte(tmp_path):
+    pytest.importorskip("tokenizers")
+    train_tokenizer(CORPUS, tmp_path / "tok.json")
+    good = json.dumps({"text": "fine"})
+    (tmp_path / "bad.jsonl").write_bytes(
+        (good + "\n" + '{"text": "broken' + "\n" + '{"body": "no text"}' + "\n").encode() +
+        b'{"text": "\xff\xfe"}\n' + (good + "\n").encode())
+    ds = stoker.text.TextDataset(tmp_path / "bad.jsonl", tokenizer=tmp_path / "tok.json")
+    with pytest.raises(ValueError, match=r"bad.jsonl, document 1 \(byte 17\) is not JSON \(Unterminated string"):
+        ds[1]
+    with pytest.raises(ValueError, match=r"document 2 \(byte 34\) has no text field 'text'"):
+        ds[2]
+    with pytest.raises(ValueError, match=r"document 3 \(byte 54\) is not UTF-8 \(byte 64"):
+        ds[3]
+    skip = stoker.text.TextDataset(tmp_path / "bad.jsonl", tokenizer=tmp_path / "tok.json", on_error="skip")
+    got = skip.__getitems__(list(range(len(skip))))
+    assert len(got) == 2 and skip.skipped == 3
+    with pytest.raises(ValueError, match="is compressed"):
+        stoker.text.TextDataset(tmp_path / "x.jsonl.zst", tokenizer=tmp_path / "tok.json")
+    with pytest.raises(FileNotFoundError, match="no tokenizer file"):
+        stoker.text.TextDataset(tmp_path / "bad.jsonl", tokenizer=tmp_path / "none.json")

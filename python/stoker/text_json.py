@@ -1,0 +1,191 @@
+"""Raw text tokenized as it is read (docs/text.md, "Tokenizing on the fly").
+
+    docs = stoker.text.TextDataset("corpus/*.jsonl", field="text", tokenizer="tokenizer.json")
+    loader = stoker.DataLoader(docs, batch_size=64, num_workers=2,
+                               collate_fn=stoker.text.collate_documents)
+
+A TextDataset's sample is a document of JSON Lines: {"input_ids": its
+tokens}, tokenized by Hugging Face's `tokenizers` (stoker has no tokenizer
+of its own).  A worker asked for a batch tokenizes the batch's documents
+with one `encode_batch` (torch's fetcher calls __getitems__), which runs
+without the GIL on the tokenizer's threads.  Opening a file finds its lines
+(a vectorized scan for newlines; blank lines are not documents); a line is
+read and parsed when its document is asked for.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import mmap
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+try:
+    from torch.utils.data import Dataset as _Base
+except ImportError:  # pragma: no cover
+    _Base = object
+
+__all__ = ["TextDataset", "collate_documents"]
+
+
+def _jsonl_files(paths) -> list:
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out = []
+    for p in map(os.fspath, paths):
+        if os.path.isdir(p):
+            out += sorted(os.path.join(p, n) for n in os.listdir(p) if n.endswith(".jsonl"))
+        elif any(c in p for c in "*?["):
+            out += sorted(glob.glob(p))
+        else:
+            out.append(p)
+    if not out:
+        raise ValueError(f"TextDataset: no JSON Lines files in {paths!r}")
+    for p in out:
+        if p.endswith((".zst", ".zstd", ".gz")):
+            raise ValueError(f"TextDataset: {p} is compressed; this reads plain JSON Lines (decompress it first)")
+    return out
+
+
+def _lines(path: str) -> tuple:
+    """(starts, ends) of the lines of `path` holding something but blanks."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        buf = np.frombuffer(m, dtype=np.uint8)
+        nl = np.flatnonzero(buf == 10)
+        starts = np.concatenate([[0], nl + 1])
+        ends = np.concatenate([nl, [size]])
+        keep = ends > starts
+        starts, ends = starts[keep], ends[keep]
+        # Lines of blanks only (spaces, tabs, \r) are not documents.
+        blank = np.ones(len(buf) + 1, bool)
+        blank[:-1] = np.isin(buf, (9, 13, 32))
+        csum = np.concatenate([[0], np.cumsum(~blank[:-1])])
+        solid = csum[ends] - csum[starts] > 0
+        del buf
+    return starts[solid].astype(np.int64), ends[solid].astype(np.int64)
+
+
+class TextDataset(_Base):
+    """TextDataset(paths, field="text", tokenizer="tokenizer.json", *,
+    eos_id=None, on_error="raise")
+
+    paths: JSON Lines files (a list, a directory of .jsonl, a glob), one
+    document a line.  field: the key of each line's text.  tokenizer: a
+    Hugging Face tokenizer.json path or a tokenizers.Tokenizer; the ids are
+    its encode_batch's (add_special_tokens as it defaults).  eos_id: appended
+    to every document.  on_error: "raise" (a line that is not UTF-8, not
+    JSON, or has no such text field: an error naming the file, the line and
+    its byte offset) or "skip" (the document is left out and counted in
+    `skipped`).
+    """
+
+    def __init__(self, paths, field: str = "text", tokenizer="tokenizer.json", *, eos_id: Optional[int] = None,
+                 on_error: str = "raise"):
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error={on_error!r} is not one of 'raise', 'skip'")
+        try:
+            import tokenizers
+        except ImportError:
+            raise ImportError("stoker.text.TextDataset tokenizes with Hugging Face's tokenizers: pip install "
+                              "tokenizers (or stoker[text])") from None
+        if isinstance(tokenizer, tokenizers.Tokenizer):
+            self._tokenizer_json = tokenizer.to_str()
+        else:
+            path = os.fspath(tokenizer)
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"TextDataset: no tokenizer file {path} (a Hugging Face tokenizer.json)")
+            with open(path) as f:
+                self._tokenizer_json = f.read()
+        self.files = _jsonl_files(paths)
+        self.field, self.eos_id, self.on_error = field, eos_id, on_error
+        self._starts, self._ends, self._file_of = [], [], []
+        for i, p in enumerate(self.files):
+            s, e = _lines(p)
+            self._starts.append(s)
+            self._ends.append(e)
+        self._first = np.cumsum([0] + [len(s) for s in self._starts])
+        self.skipped = 0
+        self._tokenizer = None
+        self._fds = None
+
+    def __len__(self) -> int:
+        return int(self._first[-1])
+
+    def _open(self):
+        if self._tokenizer is None:
+            import tokenizers
+            self._tokenizer = tokenizers.Tokenizer.from_str(self._tokenizer_json)
+            self._fds = {}
+        return self._tokenizer
+
+    def _where(self, index: int) -> tuple:
+        if not 0 <= index < len(self):
+            raise IndexError(f"TextDataset: document {index} of {len(self)}")
+        f = int(np.searchsorted(self._first, index, side="right") - 1)
+        j = index - int(self._first[f])
+        return f, j
+
+    def _text(self, index: int) -> Optional[str]:
+        f, j = self._where(index)
+        start, end = int(self._starts[f][j]), int(self._ends[f][j])
+        fd = self._fds.get(f)
+        if fd is None:
+            fd = self._fds[f] = os.open(self.files[f], os.O_RDONLY | os.O_CLOEXEC)
+        raw = os.pread(fd, end - start, start)
+        where = f"{self.files[f]}, document {j} (byte {start})"
+        try:
+            text = json.loads(raw.decode("utf-8"))[self.field]
+            if not isinstance(text, str):
+                raise TypeError(f"its {self.field!r} is a {type(text).__name__}, not text")
+            return text
+        except UnicodeDecodeError as e:
+            why = f"is not UTF-8 (byte {start + e.start}: {raw[e.start:e.start + 4]!r})"
+        except json.JSONDecodeError as e:
+            why = f"is not JSON ({e.msg} at byte {start + e.pos})"
+        except (KeyError, TypeError) as e:
+            why = f"has no text field {self.field!r}" if isinstance(e, KeyError) else str(e)
+        if self.on_error == "skip":
+            self.skipped += 1
+            return None
+        raise ValueError(f"TextDataset: {where} {why}")
+
+    def __getitem__(self, index: int):
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list:
+        """The documents `indices` tokenized with one encode_batch; a skipped
+        one is left out."""
+        import torch
+        tok = self._open()
+        texts = [self._text(int(i)) for i in indices]
+        kept = [t for t in texts if t is not None]
+        out = []
+        for enc in tok.encode_batch(kept):
+            ids = enc.ids if self.eos_id is None else enc.ids + [self.eos_id]
+            out.append({"input_ids": torch.tensor(ids, dtype=torch.int64)})
+        return out
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_tokenizer"], state["_fds"] = None, None  # (each process opens its own)
+        return state
+
+    def __del__(self):
+        for fd in (self._fds or {}).values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"stoker.text.TextDataset({len(self.files)} files, {len(self)} documents, field={self.field!r})"
+
+
+def collate_documents(samples: list) -> dict:
+    """A batch of documents of different lengths: {"input_ids": [tensor, ...]}."""
+    return {"input_ids": [s["input_ids"] for s in samples]}
