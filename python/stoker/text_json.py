@@ -36,7 +36,7 @@ def _jsonl_files(paths) -> list:
     out = []
     for p in map(os.fspath, paths):
         if os.path.isdir(p):
-            out += sorted(os.path.join(p, n) for n in os.listdir(p) if n.endswith(".jsonl"))
+            out += sorted(os.path.join(p, n) for n in os.listdir(p) if n.endswith((".jsonl", ".jsonl.zst")))
         elif any(c in p for c in "*?["):
             out += sorted(glob.glob(p))
         else:
@@ -44,17 +44,51 @@ def _jsonl_files(paths) -> list:
     if not out:
         raise ValueError(f"TextDataset: no JSON Lines files in {paths!r}")
     for p in out:
-        if p.endswith((".zst", ".zstd", ".gz")):
-            raise ValueError(f"TextDataset: {p} is compressed; this reads plain JSON Lines (decompress it first)")
+        if p.endswith(".gz"):
+            raise ValueError(f"TextDataset: {p} is gzip; this reads plain or zstd JSON Lines (recompress it with zstd)")
     return out
 
 
-def _lines(path: str) -> tuple:
-    """(starts, ends) of the lines of `path` holding something but blanks."""
-    size = os.path.getsize(path)
+def _zstd(path: str) -> bool:
+    return path.endswith((".zst", ".zstd"))
+
+
+def _decompressed(path: str) -> int:
+    """A zstd file's JSON Lines in an anonymous in-memory file (its fd):
+    lines are read from there by offset, as a plain file's are."""
+    try:
+        import zstandard
+    except ImportError:
+        raise ImportError(f"TextDataset: {path} is zstd: pip install zstandard to read it") from None
+    fd = os.memfd_create("stoker-jsonl", os.MFD_CLOEXEC)
+    dctx = zstandard.ZstdDecompressor()
+    try:
+        with open(path, "rb") as src, open(fd, "wb", closefd=False) as dst:
+            frame, fed = dctx.decompressobj(), False
+            for chunk in iter(lambda: src.read(1 << 20), b""):
+                while chunk:
+                    dst.write(frame.decompress(chunk))
+                    fed = True
+                    if not frame.eof:
+                        break
+                    chunk = frame.unused_data  # (the next frame's start)
+                    frame, fed = dctx.decompressobj(), False
+            if fed and not frame.eof:
+                raise zstandard.ZstdError("it ends inside a frame: truncated?")
+    except zstandard.ZstdError as e:
+        os.close(fd)
+        raise ValueError(f"TextDataset: {path} is not a whole zstd stream ({e})") from None
+    return fd
+
+
+def _lines(path: str, fd: Optional[int] = None) -> tuple:
+    """(starts, ends) of the lines of `path` (or of the file `fd`) holding
+    something but blanks."""
+    size = os.fstat(fd).st_size if fd is not None else os.path.getsize(path)
     if size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+    with open(fd if fd is not None else path, "rb", closefd=fd is None) as f, \
+            mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         buf = np.frombuffer(m, dtype=np.uint8)
         nl = np.flatnonzero(buf == 10)
         starts = np.concatenate([[0], nl + 1])
@@ -74,10 +108,13 @@ class TextDataset(_Base):
     """TextDataset(paths, field="text", tokenizer="tokenizer.json", *,
     eos_id=None, on_error="raise")
 
-    paths: JSON Lines files (a list, a directory of .jsonl, a glob), one
+    paths: JSON Lines files, plain or zstd (.zst: decompressed into memory
+    when opened; a list, a directory of .jsonl/.jsonl.zst, a glob), one
     document a line.  field: the key of each line's text.  tokenizer: a
-    Hugging Face tokenizer.json path or a tokenizers.Tokenizer; the ids are
-    its encode_batch's (add_special_tokens as it defaults).  eos_id: appended
+    Hugging Face tokenizer.json path or a tokenizers.Tokenizer (the ids are
+    its encode_batch's, add_special_tokens as it defaults), or a
+    SentencePiece .model (its C++ library's batch encode, through the
+    sentencepiece package).  eos_id: appended
     to every document.  on_error: "raise" (a line that is not UTF-8, not
     JSON, or has no such text field: an error naming the file, the line and
     its byte offset) or "skip" (the document is left out and counted in
@@ -88,24 +125,13 @@ class TextDataset(_Base):
                  on_error: str = "raise"):
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error={on_error!r} is not one of 'raise', 'skip'")
-        try:
-            import tokenizers
-        except ImportError:
-            raise ImportError("stoker.text.TextDataset tokenizes with Hugging Face's tokenizers: pip install "
-                              "tokenizers (or stoker[text])") from None
-        if isinstance(tokenizer, tokenizers.Tokenizer):
-            self._tokenizer_json = tokenizer.to_str()
-        else:
-            path = os.fspath(tokenizer)
-            if not os.path.exists(path):
-                raise FileNotFoundError(f"TextDataset: no tokenizer file {path} (a Hugging Face tokenizer.json)")
-            with open(path) as f:
-                self._tokenizer_json = f.read()
+        self._kind, self._model = _load_tokenizer(tokenizer)
         self.files = _jsonl_files(paths)
         self.field, self.eos_id, self.on_error = field, eos_id, on_error
-        self._starts, self._ends, self._file_of = [], [], []
+        self._starts, self._ends = [], []
+        self._memfds = {i: _decompressed(p) for i, p in enumerate(self.files) if _zstd(p)}
         for i, p in enumerate(self.files):
-            s, e = _lines(p)
+            s, e = _lines(p, self._memfds.get(i))
             self._starts.append(s)
             self._ends.append(e)
         self._first = np.cumsum([0] + [len(s) for s in self._starts])
@@ -118,10 +144,20 @@ class TextDataset(_Base):
 
     def _open(self):
         if self._tokenizer is None:
-            import tokenizers
-            self._tokenizer = tokenizers.Tokenizer.from_str(self._tokenizer_json)
-            self._fds = {}
+            if self._kind == "hf":
+                import tokenizers
+                self._tokenizer = tokenizers.Tokenizer.from_str(self._model)
+            else:
+                import sentencepiece
+                self._tokenizer = sentencepiece.SentencePieceProcessor(model_proto=self._model)
+            self._fds = dict(self._memfds)  # (a zstd file's memory, inherited by a forked worker)
         return self._tokenizer
+
+    def _encode(self, texts: list) -> list:
+        tok = self._open()
+        if self._kind == "hf":
+            return [e.ids for e in tok.encode_batch(texts)]
+        return tok.encode(texts, out_type=int)
 
     def _where(self, index: int) -> tuple:
         if not 0 <= index < len(self):
@@ -131,13 +167,14 @@ class TextDataset(_Base):
         return f, j
 
     def _text(self, index: int) -> Optional[str]:
+        self._open()
         f, j = self._where(index)
         start, end = int(self._starts[f][j]), int(self._ends[f][j])
         fd = self._fds.get(f)
         if fd is None:
             fd = self._fds[f] = os.open(self.files[f], os.O_RDONLY | os.O_CLOEXEC)
         raw = os.pread(fd, end - start, start)
-        where = f"{self.files[f]}, document {j} (byte {start})"
+        where = f"{self.files[f]}, document {j} ({'decompressed ' if f in self._memfds else ''}byte {start})"
         try:
             text = json.loads(raw.decode("utf-8"))[self.field]
             if not isinstance(text, str):
@@ -161,22 +198,26 @@ class TextDataset(_Base):
         """The documents `indices` tokenized with one encode_batch; a skipped
         one is left out."""
         import torch
-        tok = self._open()
+        self._open()
         texts = [self._text(int(i)) for i in indices]
-        kept = [t for t in texts if t is not None]
         out = []
-        for enc in tok.encode_batch(kept):
-            ids = enc.ids if self.eos_id is None else enc.ids + [self.eos_id]
+        for ids in self._encode([t for t in texts if t is not None]):
+            ids = list(ids) if self.eos_id is None else list(ids) + [self.eos_id]
             out.append({"input_ids": torch.tensor(ids, dtype=torch.int64)})
         return out
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_tokenizer"], state["_fds"] = None, None  # (each process opens its own)
+        state["_memfds"] = {}  # (a process started afresh decompresses again)
         return state
 
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._memfds = {i: _decompressed(p) for i, p in enumerate(self.files) if _zstd(p)}
+
     def __del__(self):
-        for fd in (self._fds or {}).values():
+        for fd in set((self.__dict__.get("_fds") or {}).values()) | set(self.__dict__.get("_memfds", {}).values()):
             try:
                 os.close(fd)
             except OSError:
@@ -184,6 +225,30 @@ class TextDataset(_Base):
 
     def __repr__(self) -> str:
         return f"stoker.text.TextDataset({len(self.files)} files, {len(self)} documents, field={self.field!r})"
+
+
+def _load_tokenizer(tokenizer) -> tuple:
+    """("hf", tokenizer.json text) or ("spm", a SentencePiece model's bytes)."""
+    if type(tokenizer).__module__.startswith("tokenizers"):
+        return "hf", tokenizer.to_str()
+    path = os.fspath(tokenizer)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"TextDataset: no tokenizer file {path} (a Hugging Face tokenizer.json or a "
+                                "SentencePiece .model)")
+    if path.endswith(".model"):
+        try:
+            import sentencepiece  # noqa: F401
+        except ImportError:
+            raise ImportError(f"TextDataset: {path} is a SentencePiece model: pip install sentencepiece") from None
+        with open(path, "rb") as f:
+            return "spm", f.read()
+    try:
+        import tokenizers  # noqa: F401
+    except ImportError:
+        raise ImportError("stoker.text.TextDataset tokenizes with Hugging Face's tokenizers: pip install "
+                          "tokenizers (or stoker[text])") from None
+    with open(path) as f:
+        return "hf", f.read()
 
 
 def collate_documents(samples: list) -> dict:

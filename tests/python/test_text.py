@@ -355,7 +355,27 @@ def test_bad_lines_are_named_with_the_file_the_document_and_the_byte(tmp_path):
     skip = stoker.text.TextDataset(tmp_path / "bad.jsonl", tokenizer=tmp_path / "tok.json", on_error="skip")
     got = skip.__getitems__(list(range(len(skip))))
     assert len(got) == 2 and skip.skipped == 3
-    with pytest.raises(ValueError, match="is compressed"):
-        stoker.text.TextDataset(tmp_path / "x.jsonl.zst", tokenizer=tmp_path / "tok.json")
+    with pytest.raises(ValueError, match="is gzip"):
+        stoker.text.TextDataset(tmp_path / "x.jsonl.gz", tokenizer=tmp_path / "tok.json")
     with pytest.raises(FileNotFoundError, match="no tokenizer file"):
         stoker.text.TextDataset(tmp_path / "bad.jsonl", tokenizer=tmp_path / "none.json")
+
+
+def test_zstd_json_lines_and_a_sentencepiece_model(tmp_path):
+    zstandard = pytest.importorskip("zstandard")
+    spm = pytest.importorskip("sentencepiece")
+    texts = [t for t in CORPUS if t] * 20 + [f"line {i} of the corpus, with words" for i in range(200)]
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_prefix=str(tmp_path / "sp"), vocab_size=80,
+                                   character_coverage=1.0, minloglevel=2)
+    body = "\n".join(json.dumps({"body": t}) for t in texts).encode()
+    (tmp_path / "c.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(body))
+    ds = stoker.text.TextDataset(tmp_path / "c.jsonl.zst", field="body", tokenizer=tmp_path / "sp.model")
+    want = spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model")).encode(texts)
+    assert len(ds) == len(texts)
+    loader = stoker.DataLoader(ds, batch_size=16, num_workers=2, collate_fn=stoker.text.collate_documents)
+    assert [x.tolist() for b in loader for x in b["input_ids"]] == want
+    again = pickle.loads(pickle.dumps(ds))  # (a process started afresh decompresses again)
+    assert again[5]["input_ids"].tolist() == want[5]
+    (tmp_path / "cut.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(body)[:-9])
+    with pytest.raises(ValueError, match="cut.jsonl.zst is not a whole zstd stream"):
+        stoker.text.TextDataset(tmp_path / "cut.jsonl.zst", tokenizer=tmp_path / "sp.model")
