@@ -9,6 +9,7 @@ one (load_state_dict included) and the size of the state: its order part
     python bench/resume_topology.py [--samples 100000000] [--consumed 0.3] [--rounds 3]
 """
 import argparse
+import gc
 import pickle
 import statistics
 import time
@@ -62,7 +63,10 @@ def main():
             next(it)
             fresh.append(time.perf_counter() - t)
             state = loader.state_dict()
-            del it
+            # A restarted job resumes in a fresh process: the first loader's
+            # permutation (drawn on a thread of its own) goes first.
+            del it, loader
+            gc.collect()
             state["delivered"] = int(a.consumed * a.samples / 4 / 64)  # (as if 4 ranks had read that far)
             if data is mix:
                 # The counters a loader that had read that far would save (its

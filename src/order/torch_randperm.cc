@@ -98,10 +98,26 @@ void TorchRandperm::Run() {
     return;
   }
   constexpr uint64_t kPublishEvery = 1024;
+  // Each step swaps with a random place of a large array: a cache and TLB
+  // miss.  The draws do not depend on the array, so they are made kLook
+  // steps ahead, in the same order, and their places prefetched: the misses
+  // overlap instead of following one another.
+  constexpr uint64_t kLook = 16;
+  uint64_t ring[kLook];
   if (n_ < kTorchRandpermLargeN) {
     // Forward Fisher-Yates: position i is final after step i.
-    for (uint64_t i = 0; i + 1 < n_; ++i) {
-      const uint64_t z = gen_() % (n_ - i);
+    const uint64_t steps = n_ > 0 ? n_ - 1 : 0;
+    for (uint64_t k = 0; k < std::min(kLook, steps); ++k) {
+      ring[k] = gen_() % (n_ - k);
+      __builtin_prefetch(words_ + k + ring[k], 1);
+    }
+    for (uint64_t i = 0; i < steps; ++i) {
+      const uint64_t z = ring[i % kLook];
+      if (i + kLook < steps) {
+        const uint64_t next = gen_() % (n_ - i - kLook);
+        ring[i % kLook] = next;
+        __builtin_prefetch(words_ + i + kLook + next, 1);
+      }
       const uint32_t a = At(i), b = At(i + z);
       Set(i, b);
       Set(i + z, a);
@@ -113,8 +129,17 @@ void TorchRandperm::Run() {
     }
   } else {
     // Inside-out: nothing is final before the end.
+    for (uint64_t k = 0; k < std::min(kLook, n_); ++k) {
+      ring[k] = gen_.Random64() % (k + 1);
+      __builtin_prefetch(words_ + ring[k], 1);
+    }
     for (uint64_t i = 0; i < n_; ++i) {
-      const uint64_t z = gen_.Random64() % (i + 1);
+      const uint64_t z = ring[i % kLook];
+      if (i + kLook < n_) {
+        const uint64_t next = gen_.Random64() % (i + kLook + 1);
+        ring[i % kLook] = next;
+        __builtin_prefetch(words_ + next, 1);
+      }
       Set(i, At(z));
       Set(z, i);
       if ((i & 0xfffff) == 0 && stop_.load(std::memory_order_relaxed)) return;
