@@ -31,6 +31,7 @@ import numpy as np
 
 import stoker
 from stoker.text import Pack, TokenDataset
+from token_files import memcpy_rate  # (bench/ is the script's directory)
 
 
 def write(path, lengths, rng):
@@ -70,17 +71,6 @@ def run_grain(tokens, lengths, seq_len, window):
         used += int(np.count_nonzero(seg))
     seconds = time.perf_counter() - t
     return used / seconds, 1 - used / places
-
-
-def memcpy_rate(nbytes):
-    src = np.ones(1 << 26, np.uint8)
-    dst = np.empty_like(src)
-    np.copyto(dst, src)
-    t, done = time.perf_counter(), 0
-    while done < nbytes:
-        np.copyto(dst, src)
-        done += len(src)
-    return done / (time.perf_counter() - t)
 
 
 def main():

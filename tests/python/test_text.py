@@ -112,13 +112,19 @@ def test_bad_token_files_are_named_with_the_document_and_the_byte(tmp_path):
     assert loader.stats()["native"]["skipped"] == 1
 
 
-def test_token_datasets_mix_natively_by_weight(tmp_path):
-    rng = np.random.default_rng(1)
-    web, code = corpus(rng, 300, 1000, 40), corpus(rng, 100, 1000, 40)
+def web_and_code(tmp_path, seed, sizes, vocab, longest):
+    """Two corpora as Megatron files, mixed 3 to 1."""
+    rng = np.random.default_rng(seed)
+    web, code = corpus(rng, sizes[0], vocab, longest), corpus(rng, sizes[1], vocab, longest)
     write_megatron(tmp_path / "web", web)
     write_megatron(tmp_path / "code", code)
     mix = stoker.Mix({"web": TokenDataset(tmp_path / "web"), "code": TokenDataset(tmp_path / "code")},
-                     {"web": 3, "code": 1}, seed=0)
+                     {"web": 3, "code": 1}, seed=seed - 1)
+    return web, code, mix
+
+
+def test_token_datasets_mix_natively_by_weight(tmp_path):
+    web, code, mix = web_and_code(tmp_path, 1, (300, 100), 1000, 40)
     loader = stoker.DataLoader(mix, batch_size=40, shuffle=True, num_workers=2)
     docs = [tuple(t.tolist()) for b in loader for t in b["input_ids"]]
     assert loader.stats()["native"]["threads"] == 2
@@ -262,12 +268,7 @@ def test_a_shuffled_pack_resumes_bit_identical_at_any_step(tmp_path):
 
 def test_a_pack_resumed_on_other_ranks_covers_each_sequence_once_and_a_mix_packs_by_weight(tmp_path):
     from test_elastic_resume import run_segments
-    rng = np.random.default_rng(5)
-    web, code = corpus(rng, 600, 5000, 120), corpus(rng, 200, 5000, 120)
-    write_megatron(tmp_path / "web", web)
-    write_megatron(tmp_path / "code", code)
-    mix = stoker.Mix({"web": TokenDataset(tmp_path / "web"), "code": TokenDataset(tmp_path / "code")},
-                     {"web": 3, "code": 1}, seed=1)
+    _, _, mix = web_and_code(tmp_path, 2, (600, 200), 5000, 120)
     pack = stoker.text.Pack(mix, 96, "concat", eos_id=4999)
     # Along the packed stream, the mix's proportions: 3 web documents to 1 of code.
     first_docs = []
