@@ -44,14 +44,21 @@ __all__ = ["NativeDataset", "RawDataset", "NpyDataset", "TFRecordDataset", "TarS
 _IO_MODES = ("pread", "mmap", "direct")
 
 
-def _paths(paths, what: str) -> list[str]:
-    """A path, a glob pattern, or a list of those, as a list of paths."""
+def _paths(paths, what: str, in_dir: tuple = ()) -> list[str]:
+    """A path, a glob pattern, or a list of those, as a list of paths; with
+    `in_dir` (file name endings), a directory is its files of those endings,
+    in name order."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[str] = []
     for p in paths:
         p = os.fspath(p)
-        if any(c in p for c in "*?["):
+        if in_dir and os.path.isdir(p):
+            found = sorted(os.path.join(p, n) for n in os.listdir(p) if n.endswith(in_dir))
+            if not found:
+                raise FileNotFoundError(f"{what}: {p} holds no {', '.join(in_dir)} files")
+            out.extend(found)
+        elif any(c in p for c in "*?["):
             found = sorted(glob.glob(p))
             if not found:
                 raise FileNotFoundError(f"{what}: no files match {p!r}")

@@ -20,14 +20,13 @@ when the Pack is, from the documents' lengths alone.
 """
 from __future__ import annotations
 
-import glob
 import os
 from typing import Iterable, Optional, Union
 
 import numpy as np
 
 from stoker import _native as N
-from stoker.io import NativeDataset, _check_choice
+from stoker.io import NativeDataset, _check_choice, _paths
 
 from stoker.text_json import TextDataset, collate_documents  # noqa: E402  (raw text, tokenized as it is read)
 
@@ -38,31 +37,11 @@ PathLike = Union[str, os.PathLike]
 
 def _files(paths) -> list:
     """The token files `paths` names: files, Megatron prefixes, directories
-    (their .idx/.bin pairs, flat .bin and .npy files, in name order) and
-    globs."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    out = []
-    for p in paths:
-        p = os.fspath(p)
-        if os.path.isdir(p):
-            names = sorted(os.listdir(p))
-            found = [os.path.join(p, n) for n in names
-                     if n.endswith(".npy") or (n.endswith(".bin")) or
-                     (n.endswith(".idx") and n[:-4] + ".bin" not in names)]
-            if not found:
-                raise ValueError(f"TokenDataset: {p} holds no token files (.bin, .idx, .npy)")
-            out += found
-        elif any(c in p for c in "*?["):
-            found = sorted(glob.glob(p))
-            if not found:
-                raise ValueError(f"TokenDataset: no file matches {p!r}")
-            out += [f for f in found if not (f.endswith(".idx") and os.path.exists(f[:-4] + ".bin"))]
-        else:
-            out.append(p)
-    if not out:
-        raise ValueError("TokenDataset: no files")
-    return out
+    (their .bin, .idx and .npy files, in name order) and globs; an .idx
+    whose .bin is named too stands with it."""
+    out = _paths(paths, "TokenDataset", in_dir=(".bin", ".idx", ".npy"))
+    named = set(out)
+    return [f for f in out if not (f.endswith(".idx") and f[:-4] + ".bin" in named)]
 
 
 class TokenDataset(NativeDataset):

@@ -14,13 +14,14 @@ read and parsed when its document is asked for.
 """
 from __future__ import annotations
 
-import glob
 import json
 import mmap
 import os
 from typing import Optional, Sequence
 
 import numpy as np
+
+from stoker.io import _paths
 
 try:
     from torch.utils.data import Dataset as _Base
@@ -31,18 +32,7 @@ __all__ = ["TextDataset", "collate_documents"]
 
 
 def _jsonl_files(paths) -> list:
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    out = []
-    for p in map(os.fspath, paths):
-        if os.path.isdir(p):
-            out += sorted(os.path.join(p, n) for n in os.listdir(p) if n.endswith((".jsonl", ".jsonl.zst")))
-        elif any(c in p for c in "*?["):
-            out += sorted(glob.glob(p))
-        else:
-            out.append(p)
-    if not out:
-        raise ValueError(f"TextDataset: no JSON Lines files in {paths!r}")
+    out = _paths(paths, "TextDataset", in_dir=(".jsonl", ".jsonl.zst"))
     for p in out:
         if p.endswith(".gz"):
             raise ValueError(f"TextDataset: {p} is gzip; this reads plain or zstd JSON Lines (recompress it with zstd)")

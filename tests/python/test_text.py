@@ -68,6 +68,7 @@ def test_flat_token_files_split_at_the_end_of_document_id_and_npy_and_many_files
     # A directory is its files in name order (the .idx of a pair stands with its .bin), a glob likewise.
     assert len(TokenDataset(tmp_path, dtype="uint16", eos_id=eos)) == len(want)
     assert len(TokenDataset(str(tmp_path / "*.bin"), dtype="uint16", eos_id=eos)) == 4 + 2
+    assert len(TokenDataset(str(tmp_path / "*.idx"))) == 2  # (the Megatron pair, by its .idx)
     # Without eos_id a flat file is one document.
     assert TokenDataset(tmp_path / "train.bin", dtype="uint16")[0]["input_ids"].tolist() == flat.tolist()
     # Pickled by its arguments (spawned workers, a Python transform).
