@@ -44,6 +44,30 @@ class Pending(dict):
         return Pending()
 
 
+class EpochPasses:
+    """The epochs of stoker's own samplers: each pass begins the next epoch
+    unless set_epoch() said which (as DistributedSampler's set_epoch, without
+    having to call it)."""
+
+    epoch = 0
+    _explicit = False
+    _begun = 0  # the epoch the last pass began
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+        self._explicit = True
+
+    def _begin_epoch(self) -> int:
+        """The epoch this pass is; the next pass is the one after unless
+        set_epoch() says otherwise."""
+        epoch = self.epoch
+        if not self._explicit:
+            self.epoch += 1
+        self._explicit = False
+        self._begun = epoch
+        return epoch
+
+
 def _mt_of(generator):
     """(624 words as bytes, left, next) of a CPU torch.Generator, or None."""
     if generator.device.type != "cpu":

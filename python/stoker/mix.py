@@ -34,6 +34,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from stoker import _native as N
+from stoker._sampling import EpochPasses
 from stoker.io import NativeDataset
 
 try:
@@ -201,31 +202,20 @@ class _NativeSources(NativeDataset, _Sources):
         return _NativeSources, (self.mix,)
 
 
-class MixSampler:
+class MixSampler(EpochPasses):
     """The sampler stoker.DataLoader gives a Mix: this rank's part of the
     mixed epoch's global indices (DistributedSampler's split of them), made
     natively.  Each pass is a new epoch unless set_epoch() says which."""
 
     def __init__(self, mix: Mix, shuffle: bool = False, rank: int = 0, world_size: int = 1, pad: bool = True):
         self.mix, self.shuffle, self.rank, self.world_size, self.pad = mix, bool(shuffle), rank, world_size, pad
-        self.epoch = 0
-        self._explicit = False
-        self._begun = 0
         self._stoker_global = None  # the epoch's global order (stoker._topology.EpochPlan reads its counters)
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-        self._explicit = True
 
     def __len__(self) -> int:
         return N.lib.samples_per_rank(len(self.mix), self.world_size, self.pad)
 
     def _stoker_native_order(self):
-        epoch = self.epoch
-        if not self._explicit:
-            self.epoch += 1
-        self._explicit = False
-        self._begun = epoch
+        epoch = self._begin_epoch()
         from stoker._topology import rank_part
         self._stoker_global = self.mix._epoch_order(epoch, self.shuffle)  # (its counters go in a state)
         return rank_part(self._stoker_global, self.world_size, self.rank, self.pad)

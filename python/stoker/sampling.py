@@ -18,9 +18,10 @@ from typing import Iterator, Optional
 import torch
 
 from stoker import _native as N
+from stoker._sampling import EpochPasses
 
 
-class ScalableShuffleSampler(torch.utils.data.Sampler[int]):
+class ScalableShuffleSampler(EpochPasses, torch.utils.data.Sampler[int]):
     """A shuffled order of `data_source`'s indices (or of range(n) given an
     int) in O(1) memory.  Each pass is a new epoch (or the one set_epoch()
     set); with num_replicas > 1, rank `rank` takes every num_replicas-th
@@ -36,14 +37,8 @@ class ScalableShuffleSampler(torch.utils.data.Sampler[int]):
                 0 <= rank < num_replicas:
             raise ValueError(f"ScalableShuffleSampler: rank {rank!r} is not in [0, num_replicas={num_replicas!r})")
         self.n, self.seed, self.num_replicas, self.rank, self.drop_last = n, int(seed), num_replicas, rank, drop_last
-        self.epoch = 0
-        self._explicit = False
         self.num_samples = N.lib.samples_per_rank(n, num_replicas, not drop_last)
         self.total_size = self.num_samples * num_replicas
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-        self._explicit = True
 
     def __len__(self) -> int:
         return self.num_samples
@@ -51,12 +46,7 @@ class ScalableShuffleSampler(torch.utils.data.Sampler[int]):
     def _stoker_native_order(self):
         """This epoch's order (an EpochOrder); the next pass is the next epoch
         unless set_epoch() says otherwise."""
-        epoch = self.epoch
-        if not self._explicit:
-            self.epoch += 1
-        self._explicit = False
-        self._begun = epoch
-        return self._order(epoch)
+        return self._order(self._begin_epoch())
 
     def _stoker_recipe(self):
         """The global order of the epoch _stoker_native_order began

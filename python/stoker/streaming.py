@@ -39,6 +39,7 @@ import warnings
 from typing import Any, Iterable, Iterator, Mapping
 
 from stoker import _native as N
+from stoker._sampling import EpochPasses
 from stoker._store import Store, _storage_options
 from stoker.errors import user_stacklevel
 from stoker.io import NativeDataset, _feature_specs, _tar_decls
@@ -364,7 +365,7 @@ def streaming_source(dataset):
     return None
 
 
-class StreamingSampler(_SamplerBase):
+class StreamingSampler(EpochPasses, _SamplerBase):
     """The order of a StreamingDataset's epochs (stoker.DataLoader makes one):
     each pass begins an epoch of the dataset (its snapshot), then yields this
     rank's part of the shard-by-shard order drawn from (seed, epoch).  The
@@ -376,16 +377,10 @@ class StreamingSampler(_SamplerBase):
                  world_size: int = 1, pad: bool = True):
         self.dataset = dataset
         self.shuffle, self.seed, self.rank, self.world_size, self.pad = bool(shuffle), int(seed), rank, world_size, pad
-        self.epoch = 0
-        self._explicit = False
         self._replay = None
         self._current = None
         self._topology = None  # a resumed epoch's order state (stoker._topology), for the next epoch begun
         self._stoker_resumed = ([], True, None)  # (segments, same topology, length split) of the epoch begun
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-        self._explicit = True
 
     def __len__(self) -> int:
         return N.lib.samples_per_rank(len(self.dataset), self.world_size, self.pad)
@@ -417,10 +412,7 @@ class StreamingSampler(_SamplerBase):
 
     def _stoker_native_order(self):
         """Begins the next epoch; this rank's order of it (an EpochOrder)."""
-        epoch = self.epoch
-        if not self._explicit:
-            self.epoch += 1
-        self._explicit = False
+        epoch = self._begin_epoch()
         ds = self.dataset
         native = ds._native
         replay, self._replay = self._replay, None
