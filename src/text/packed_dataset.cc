@@ -27,16 +27,21 @@ Result<std::shared_ptr<PackedDataset>> PackedDataset::Make(std::vector<std::shar
   return d;
 }
 
-uint32_t PackedDataset::Length(uint64_t doc) const {
+std::pair<const TokenDataset*, uint64_t> PackedDataset::Locate(uint64_t doc) const {
   const auto s = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), doc) - offsets_.begin() - 1);
-  return sources_[s]->DocumentLength(doc - offsets_[s]) + (options_.eos_id >= 0 ? 1 : 0);
+  return {sources_[s].get(), doc - offsets_[s]};
+}
+
+uint32_t PackedDataset::Length(uint64_t doc) const {
+  const auto [source, local] = Locate(doc);
+  return source->DocumentLength(local) + (options_.eos_id >= 0 ? 1 : 0);
 }
 
 Status PackedDataset::Tokens(uint64_t doc, uint64_t offset, uint64_t n, int64_t* out) const {
-  const auto s = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), doc) - offsets_.begin() - 1);
-  const uint64_t real = sources_[s]->DocumentLength(doc - offsets_[s]);
+  const auto [source, local] = Locate(doc);
+  const uint64_t real = source->DocumentLength(local);
   const uint64_t from_file = offset < real ? std::min(n, real - offset) : 0;
-  if (from_file) STOKER_RETURN_IF_ERROR(sources_[s]->ReadTokens(doc - offsets_[s], offset, from_file, out));
+  if (from_file) STOKER_RETURN_IF_ERROR(source->ReadTokens(local, offset, from_file, out));
   for (uint64_t k = from_file; k < n; ++k) out[k] = options_.eos_id;  // (the appended eos)
   return Status::OK();
 }
@@ -102,8 +107,8 @@ std::string PackedDataset::Describe() const {
 std::string PackedDataset::DescribeSample(uint64_t index) const {
   if (index >= size()) return "sequence " + std::to_string(index) + " of " + Describe();
   const PackPiece& first = plan_.pieces[plan_.first[index]];
-  const auto s = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), first.doc) - offsets_.begin() - 1);
-  return "packed sequence " + std::to_string(index) + " (from " + sources_[s]->DescribeSample(first.doc - offsets_[s]) +
+  const auto [source, local] = Locate(first.doc);
+  return "packed sequence " + std::to_string(index) + " (from " + source->DescribeSample(local) +
          ", token " + std::to_string(first.offset) + ")";
 }
 

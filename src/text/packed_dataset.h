@@ -52,6 +52,8 @@ class PackedDataset : public NativeDataset {
 
  private:
   PackedDataset() = default;
+  // The source of document `doc` (global) and its index there.
+  std::pair<const TokenDataset*, uint64_t> Locate(uint64_t doc) const;
   uint32_t Length(uint64_t doc) const;  // with the appended eos
   // Tokens [offset, offset + n) of document `doc`, the appended eos included.
   Status Tokens(uint64_t doc, uint64_t offset, uint64_t n, int64_t* out) const;

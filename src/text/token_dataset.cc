@@ -264,7 +264,8 @@ Status TokenDataset::Read(uint64_t index, uint8_t* const* dst) {
 
 Status TokenDataset::ReadTokens(uint64_t index, uint64_t offset, uint64_t n, int64_t* out) const {
   if (index >= size()) return Status::InvalidArgument(Describe() + ": no document " + std::to_string(index));
-  if (offset > DocumentLength(index) || n > DocumentLength(index) - offset)
+  const uint64_t length = DocumentLength(index);
+  if (offset > length || n > length - offset)
     return Status::InvalidArgument(DescribeSample(index) + ": no tokens [" + std::to_string(offset) + ", " +
                                    std::to_string(offset + n) + ")");
   return ReadAs(index, offset, n, ElementType::kInt64, reinterpret_cast<uint8_t*>(out));
