@@ -251,9 +251,12 @@ Status StreamingDataset::Impl::BeginEpoch(uint64_t number) {
       l.unlock();  // (the listing waits for the cache's directory lock, which another process may hold a while)
       members = CachedShards();
       l.lock();
-      for (const auto& f : fresh)
-        if (!std::binary_search(members.begin(), members.end(), f.first)) members.push_back(f.first);
+      // (Fetched shards are cached too once renamed: a shard listed both
+      // ways is one member. A search of the list while it grows, as here
+      // before, missed some and let a duplicate count toward min_shards.)
+      for (const auto& f : fresh) members.push_back(f.first);
       std::sort(members.begin(), members.end());
+      members.erase(std::unique(members.begin(), members.end()), members.end());
       if (members.size() >= need) break;
       STOKER_RETURN_IF_ERROR(gave_up());
       bool all_failed = true;
