@@ -26,7 +26,7 @@ import torch
 import torch.utils.data
 from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
-from stoker import _cuda, _local, _reaper, _resume, _sampling, _topology
+from stoker import _cuda, _fork_guard, _local, _reaper, _resume, _sampling, _topology
 from stoker import _native as N
 from stoker._diagnose import OomWatch
 from stoker._progress import Throughput
@@ -212,9 +212,10 @@ class _StokerIter(_BaseDataLoaderIter):
             skip_items=self._iter_skip[wid] if wid < len(self._iter_skip) else 0,
             rng_board=self._rng_board, rng_state=rng_state, rng_on_board=replacement and rng_state is not None,
             shared_seed=self._shared_seed, sample_seed=self._sample_seed)
-        w = self._ctx.Process(target=worker_main, args=(cfg,), daemon=True, name=f"stoker-worker-{wid}")
-        try:
-            w.start()
+        make = functools.partial(self._ctx.Process, target=worker_main, args=(cfg,), daemon=True,
+                                 name=f"stoker-worker-{wid}")
+        try:  # (forked: again if the child is stuck in os.fork() itself, _fork_guard)
+            w = _fork_guard.start(make, f"DataLoader worker {wid}", forked)
         except (TypeError, AttributeError, pickle.PicklingError):
             # torch's warning, word for word: spawn and forkserver pickle the
             # dataset, collate_fn and worker_init_fn.

@@ -17,7 +17,7 @@ accelerate = pytest.importorskip("accelerate")
 def torchrun(script, *args, port):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     return subprocess.run([TORCHRUN, "--nproc_per_node=2", f"--master_port={port}", os.path.join(HERE, script),
-                           *args], capture_output=True, text=True, timeout=300, env=env)
+                           *args], capture_output=True, text=True, timeout=180, env=env)
 
 
 def test_accelerate_two_processes_load_in_stoker_workers_sharded(tmp_path):
