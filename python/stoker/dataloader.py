@@ -136,10 +136,13 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             sampler = ScalableShuffleSampler(dataset, seed=seed, num_replicas=self.world_size, rank=self.rank,
                                              drop_last=not pad())
             shuffle = None
-        if stream is not None and sampler is None and batch_sampler is None:
-            # A streaming dataset's epochs come shard by shard, in its order.
-            sampler = stream.sampler(shuffle=bool(shuffle), seed=seed, rank=self.rank, world_size=self.world_size,
-                                     pad=pad())
+        from stoker.parquet import parquet_source
+        own = stream if stream is not None else parquet_source(dataset)
+        if own is not None and sampler is None and batch_sampler is None:
+            # A streaming dataset's epochs come shard by shard, a Parquet
+            # dataset's row group by row group, in its order.
+            sampler = own.sampler(shuffle=bool(shuffle), seed=seed, rank=self.rank, world_size=self.world_size,
+                                  pad=pad())
             shuffle = None
         elif distributed and not isinstance(dataset, IterableDataset) and not \
                 isinstance(sampler, (ScalableShuffleSampler, MixSampler)):

@@ -120,6 +120,16 @@ def _field_value(data: bytes, dtype: str, shape, variable: bool):
     return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
 
 
+def __getattr__(name: str):
+    # stoker.io.ParquetDataset lives in stoker.parquet, which builds on this
+    # module (and needs pyarrow, loaded only when Parquet is read): a name
+    # looked up on first use, not a dependency of this module's.
+    if name in ("ParquetDataset", "RowGroupSampler"):
+        import importlib
+        return getattr(importlib.import_module("stoker.parquet"), name)
+    raise AttributeError(f"module 'stoker.io' has no attribute {name!r}")
+
+
 class NativeDataset(_Base):
     """Base of the datasets stoker reads natively."""
 

@@ -1,0 +1,123 @@
+"""Parquet to torch batches: stoker.io.ParquetDataset (sequential and
+shuffled) against pyarrow's own scanner and torch's DataLoader over
+read_row_group, in the same run, on files this script writes.
+
+Columns as issue 51 lists them: id int64, label int32, emb
+fixed_size_list<float32>[256], text (~200 B), img binary (1-4 KB).  Every
+loader turns each batch into what a training loop takes: tensors for the
+numbers, lists of str and bytes for text and img.  Rows/s, warm page cache.
+
+    python bench/parquet.py --files 8 --groups 8 --rows 2048
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import warnings
+import tempfile
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import torch
+
+import stoker
+import stoker.io
+
+
+def write(d: str, files: int, groups: int, rows: int) -> int:
+    rng = np.random.default_rng(0)
+    words = np.array([f"w{i}" for i in range(5000)])
+    first = 0
+    for f in range(files):
+        n = groups * rows
+        text = [" ".join(rng.choice(words, 40)) for _ in range(n)]
+        img = [rng.integers(0, 256, int(k), dtype=np.uint8).tobytes() for k in rng.integers(1024, 4097, n)]
+        t = pa.table({
+            "id": pa.array(np.arange(first, first + n, dtype=np.int64)),
+            "label": pa.array(rng.integers(0, 1000, n).astype(np.int32)),
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 256).astype(np.float32)), 256),
+            "text": pa.array(text),
+            "img": pa.array(img, pa.binary()),
+        })
+        pq.write_table(t, os.path.join(d, f"part-{f:03d}.parquet"), row_group_size=rows, compression="zstd")
+        first += n
+    return first
+
+
+def to_torch(rb) -> dict:
+    emb = rb.column("emb")  # (from_numpy of Arrow's read-only buffers: no copy)
+    return {"id": torch.from_numpy(rb.column("id").to_numpy()),
+            "label": torch.from_numpy(rb.column("label").to_numpy()),
+            "emb": torch.from_numpy(emb.flatten().to_numpy().reshape(len(rb), 256)),
+            "text": rb.column("text").to_pylist(), "img": rb.column("img").to_pylist()}
+
+
+class RowGroups(torch.utils.data.Dataset):
+    """torch's DataLoader over pq.ParquetFile.read_row_group: an item is a row group."""
+
+    def __init__(self, paths):
+        self.paths = paths
+        self.groups = [(p, g) for p in paths for g in range(pq.ParquetFile(p).num_row_groups)]
+
+    def __len__(self):
+        return len(self.groups)
+
+    def __getitem__(self, i):
+        p, g = self.groups[i]
+        t = pq.ParquetFile(p).read_row_group(g)
+        return to_torch(t.combine_chunks().to_batches()[0])
+
+
+def timed(it, total_rows) -> float:
+    t0 = time.perf_counter()
+    rows = 0
+    for b in it:
+        rows += len(b["id"])
+    dt = time.perf_counter() - t0
+    assert rows == total_rows, (rows, total_rows)
+    return rows / dt
+
+
+def main():
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=8)
+    ap.add_argument("--groups", type=int, default=8)
+    ap.add_argument("--rows", type=int, default=2048)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=2)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(dir=os.environ.get("STOKER_BENCH_DIR")) as d:
+        n = write(d, a.files, a.groups, a.rows)
+        paths = sorted(os.path.join(d, f) for f in os.listdir(d))
+        size = sum(os.path.getsize(p) for p in paths)
+        print(f"{a.files} files x {a.groups} row groups x {a.rows} rows = {n} rows, {size / 2**20:.0f} MiB (zstd)")
+        # (a new dataset for each run: nothing decoded by an earlier run is kept)
+        runs = {
+            "pyarrow to_batches(use_threads=True) + from_numpy":
+                lambda: (to_torch(rb) for rb in pads.dataset(paths).to_batches(batch_size=a.batch, use_threads=True)),
+            "torch DataLoader over read_row_group (2 workers)":
+                lambda: torch.utils.data.DataLoader(RowGroups(paths), batch_size=None, num_workers=2),
+            "stoker ParquetDataset, sequential (2 threads)":
+                lambda: stoker.DataLoader(stoker.io.ParquetDataset(paths), batch_size=a.batch, num_workers=2),
+            "stoker ParquetDataset, shuffled (window 32)":
+                lambda: stoker.DataLoader(stoker.io.ParquetDataset(paths), batch_size=a.batch, num_workers=2,
+                                          shuffle=True),
+        }
+        best = {k: 0.0 for k in runs}
+        for _ in range(a.rounds):
+            for k, make in runs.items():
+                best[k] = max(best[k], timed(make(), n))
+        base = best["pyarrow to_batches(use_threads=True) + from_numpy"]
+        print(f"| loader | rows/s | vs pyarrow |\n|---|---|---|")
+        for k, v in best.items():
+            print(f"| {k} | {v:,.0f} | {v / base:.2f}x |")
+        seq, shuf = best["stoker ParquetDataset, sequential (2 threads)"], best["stoker ParquetDataset, shuffled (window 32)"]
+        print(f"shuffled / sequential: {shuf / seq:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+// stoker::ParquetDataset: the rows of Parquet files as a NativeDataset
+// (stoker.io.ParquetDataset in Python), read with Apache Arrow's C++
+// Parquet reader (the libarrow and libparquet that the pyarrow wheel ships;
+// docs/parquet.md says why).  Arrow's headers stay out of this one.
+//
+// A sample is a row: a field per column (or per requested column), in the
+// schema's order:
+//   - a number (int8..uint64, float16/32/64, bool; date, time and
+//     timestamp columns as their int32/int64 values): a scalar field;
+//   - a fixed-size list of numbers: a fixed field of that length;
+//   - a list of numbers: a variable field (a 1-D tensor per row);
+//   - a string or binary value: a variable uint8 field whose batch is a
+//     list of str (FieldLeaf::kStr) or bytes (kBytes);
+//   - a dictionary-encoded column: its values, decoded.
+// A null is an error naming the file, row group, column and row, unless
+// null_mask is set: then each nullable column gets a bool field
+// "<column>.valid" beside it, and a null value reads as zeros (empty).
+//
+// Rows are read out of decoded row groups, each decoded once and kept in
+// a cache of at most cache_bytes; the order of a shuffled epoch
+// (OrderRecipe::GlobalByShards with row groups as the shards) visits the
+// row groups in a shuffled order, `window` of them at a time, so that a
+// full epoch decodes each row group once when the cache holds a window.
+// Only the requested columns' chunks are read from the files.
+#ifndef STOKER_PARQUET_DATASET_H_
+#define STOKER_PARQUET_DATASET_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stoker/native_dataset.h"
+
+namespace stoker {
+
+struct ParquetOptions {
+  std::vector<std::string> columns;  // empty: every column of the first file
+  uint32_t window = 32;              // row groups read together in a shuffled epoch
+  bool null_mask = false;            // nulls: an error (false), or "<column>.valid" fields
+  uint64_t cache_bytes = 0;          // decoded row groups kept; 0: the window's largest, and 64 MiB more
+};
+
+// Counters of the reads, for stats() and tests.
+struct ParquetStats {
+  uint64_t row_groups_decoded = 0;  // decodes, including a row group decoded again after eviction
+  uint64_t decoded_bytes = 0;       // held by the cache now
+  uint64_t peak_decoded_bytes = 0;
+  uint64_t evictions = 0;
+};
+
+class ParquetDataset : public NativeDataset {
+ public:
+  // Footers of every file are read here; errors name the file (and the
+  // column where schemas disagree).
+  static Result<std::unique_ptr<ParquetDataset>> Open(const std::vector<std::string>& paths, const ParquetOptions& o);
+  ~ParquetDataset() override;
+
+  uint64_t size() const override;
+  const std::vector<FieldSpec>& fields() const override;
+  Status Read(uint64_t index, uint8_t* const* dst) override;
+  Status SampleBytes(uint64_t index, uint64_t* bytes) override;
+  std::string Describe() const override;
+  std::string DescribeSample(uint64_t index) const override;
+  // The row groups as shards, `window` of them shuffled together.
+  std::vector<int64_t> Order(const OrderRecipe& o) override;
+
+  // {first row, rows} of each row group, in file order.
+  const std::vector<std::pair<uint64_t, uint64_t>>& row_groups() const;
+  uint32_t window() const;
+  ParquetStats stats() const;
+
+ private:
+  struct Impl;
+  explicit ParquetDataset(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_PARQUET_DATASET_H_

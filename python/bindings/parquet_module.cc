@@ -1,0 +1,59 @@
+// The _stoker_parquet extension module: stoker.io.ParquetDataset over
+// Apache Arrow's C++ Parquet reader (src/parquet/), apart from _stoker so
+// that only a program that reads Parquet loads libarrow and libparquet (the
+// pyarrow wheel's, which stoker.parquet imports first).  Its ParquetDataset
+// derives from the NativeDataset that _stoker registers.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "glue/errors.h"
+#include "glue/py_pump.h"
+#include "order/index_order.h"
+#include "stoker/parquet_dataset.h"
+
+namespace py = pybind11;
+using namespace stoker;
+using stoker::glue::Check;
+using stoker::glue::EpochOrderHandle;
+
+PYBIND11_MODULE(_stoker_parquet, m) {
+  m.doc() = "stoker's Parquet reader (see python/stoker/parquet.py for the public API)";
+  py::module_::import("stoker._stoker");  // (NativeDataset, ParquetDataset's base)
+  py::class_<ParquetDataset, NativeDataset, std::shared_ptr<ParquetDataset>>(m, "ParquetDataset")
+      .def_static("open", [](const std::vector<std::string>& paths, const std::vector<std::string>& columns,
+                             uint32_t window, bool null_mask, uint64_t cache_bytes) {
+             ParquetOptions o{columns, window, null_mask, cache_bytes};
+             Result<std::unique_ptr<ParquetDataset>> r = [&] {
+               py::gil_scoped_release nogil;  // (every footer is read)
+               return ParquetDataset::Open(paths, o);
+             }();
+             return std::shared_ptr<ParquetDataset>(Check(std::move(r))); })
+      .def_property_readonly("row_groups", &ParquetDataset::row_groups)
+      .def_property_readonly("window", &ParquetDataset::window)
+      // "tensor", "str" or "bytes" per field: what a variable uint8 field's sample is.
+      .def_property_readonly("leaves", [](ParquetDataset& d) {
+             std::vector<std::string> out;
+             for (const FieldSpec& f : d.fields())
+               out.push_back(f.leaf == FieldLeaf::kStr ? "str" : f.leaf == FieldLeaf::kBytes ? "bytes" : "tensor");
+             return out; })
+      .def("stats", [](ParquetDataset& d) {
+             ParquetStats s = d.stats();
+             py::dict out;
+             out["row_groups_decoded"] = s.row_groups_decoded;
+             out["decoded_bytes"] = s.decoded_bytes;
+             out["peak_decoded_bytes"] = s.peak_decoded_bytes;
+             out["evictions"] = s.evictions;
+             return out; })
+      // This rank's order of an epoch, an EpochOrder (row groups shuffled
+      // `window` at a time; the readers decode ahead in it).
+      .def("order", [](ParquetDataset& d, uint64_t epoch, bool shuffle, uint64_t seed, uint32_t rank,
+                       uint32_t world_size, bool pad) {
+             OrderRecipe o;
+             o.epoch = epoch, o.shuffle = shuffle, o.seed = seed, o.rank = rank, o.world_size = world_size, o.pad = pad;
+             std::vector<int64_t> v;
+             {
+               py::gil_scoped_release nogil;
+               v = d.Order(o);
+             }
+             return EpochOrderHandle{std::make_shared<VectorOrder>(std::move(v)), nullptr}; });
+}

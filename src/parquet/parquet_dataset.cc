@@ -1,0 +1,317 @@
+#include "stoker/parquet_dataset.h"
+
+#include <arrow/io/file.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/arrow/schema.h>
+#include <parquet/exception.h>
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <mutex>
+
+#include "parquet/parquet_columns.h"
+#include "parquet/row_group_cache.h"
+
+namespace stoker {
+
+namespace {
+
+Status FromArrow(const arrow::Status& st, const std::string& where) {
+  return st.ok() ? Status::OK() : Status::DataLoss(where + ": " + st.message());
+}
+
+// The leaf columns (Parquet's column indices) under a field of the schema.
+void Leaves(const parquet::arrow::SchemaField& f, std::vector<int>* out) {
+  if (f.column_index >= 0) out->push_back(f.column_index);
+  for (const auto& c : f.children) Leaves(c, out);
+}
+
+struct File {
+  std::string path;
+  std::shared_ptr<parquet::FileMetaData> meta;
+  std::vector<int> leaves;  // of the requested columns, ascending
+  std::mutex mu;
+  std::vector<std::unique_ptr<parquet::arrow::FileReader>> idle;  // opened, not in use
+};
+
+// Decoding in the calling thread, a column chunk at a time: no thread of
+// Arrow's pools (pre-buffering would start its I/O pool's), the reader
+// threads are the parallelism.
+parquet::ArrowReaderProperties ReaderProperties() {
+  parquet::ArrowReaderProperties p;
+  p.set_use_threads(false);
+  p.set_pre_buffer(false);
+  return p;
+}
+
+// A reader of `file`: the footer is parsed already (meta), so this opens
+// the file and nothing more.
+Result<std::unique_ptr<parquet::arrow::FileReader>> OpenReader(const std::string& path,
+                                                               std::shared_ptr<parquet::FileMetaData> meta) {
+  try {
+    auto file = arrow::io::ReadableFile::Open(path);
+    if (!file.ok()) return Status::IOError(path + ": " + file.status().message());
+    auto pq = parquet::ParquetFileReader::Open(*file, parquet::default_reader_properties(), std::move(meta));
+    auto r = parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(pq), ReaderProperties());
+    if (!r.ok()) return Status::DataLoss(path + ": " + r.status().message());
+    return std::move(r).MoveValueUnsafe();
+  } catch (const std::exception& e) {
+    return Status::DataLoss(path + ": " + e.what() + " (a truncated or damaged Parquet file?)");
+  }
+}
+
+}  // namespace
+
+struct ParquetDataset::Impl {
+  ParquetOptions o;
+  std::vector<std::unique_ptr<File>> files;
+  std::vector<std::string> names;          // requested columns
+  std::vector<ParquetColumn> columns;
+  std::vector<int> field_of, mask_of;      // per column: its field, its ".valid" field (-1: none)
+  std::vector<FieldSpec> fields;
+  std::vector<std::pair<uint64_t, uint64_t>> groups;  // {first row, rows}
+  std::vector<uint32_t> group_file, group_local;
+  std::vector<uint64_t> estimates;         // decoded bytes of each row group (uncompressed size)
+  std::vector<std::unique_ptr<std::atomic<uint64_t>>> reads;  // rows read of each row group
+  uint64_t rows = 0;
+  std::unique_ptr<RowGroupCache> cache;
+
+  uint32_t GroupOf(uint64_t index) const {
+    auto it = std::upper_bound(groups.begin(), groups.end(), index,
+                               [](uint64_t i, const std::pair<uint64_t, uint64_t>& g) { return i < g.first; });
+    return static_cast<uint32_t>(it - groups.begin() - 1);
+  }
+
+  std::string Where(uint32_t g) const {
+    return files[group_file[g]]->path + ", row group " + std::to_string(group_local[g]);
+  }
+
+  Result<RowGroupCache::Table> Decode(uint32_t g) {
+    File& f = *files[group_file[g]];
+    std::unique_ptr<parquet::arrow::FileReader> r;
+    {
+      std::lock_guard<std::mutex> l(f.mu);
+      if (!f.idle.empty()) r = std::move(f.idle.back()), f.idle.pop_back();
+    }
+    if (!r) {
+      STOKER_ASSIGN_OR_RETURN(r, OpenReader(f.path, f.meta));
+    }
+    std::shared_ptr<arrow::Table> t;
+    Status st;
+    try {
+      auto got = r->ReadRowGroup(static_cast<int>(group_local[g]), f.leaves);
+      if (got.ok()) {
+        auto combined = (*got)->CombineChunks();
+        if (combined.ok()) t = *combined;
+        else st = FromArrow(combined.status(), Where(g));
+      } else {
+        st = FromArrow(got.status(), Where(g));
+      }
+    } catch (const std::exception& e) {
+      st = Status::DataLoss(Where(g) + ": " + e.what());
+    }
+    if (!st.ok()) {
+      std::string why = st.message().substr(Where(g).size() + 2);
+      for (char& ch : why) ch = ch == '\n' ? ' ' : ch;
+      while (!why.empty() && why.back() == ' ') why.pop_back();
+      return Status::DataLoss(Where(g) + NameTheColumn(*r, g) + ": " + why);
+    }
+    {
+      std::lock_guard<std::mutex> l(f.mu);
+      if (f.idle.size() < 2) f.idle.push_back(std::move(r));
+    }
+    return RowGroupCache::Table(std::move(t));
+  }
+
+  // ", column 'x'": the first requested column whose chunk in g does not
+  // decode alone ("" if each does).
+  std::string NameTheColumn(parquet::arrow::FileReader& r, uint32_t g) {
+    for (size_t c = 0; c < names.size(); ++c) {
+      std::vector<int> leaves;
+      const int k = FieldIndex(r, names[c]);
+      if (k < 0) continue;
+      Leaves(r.manifest().schema_fields[k], &leaves);
+      try {
+        if (!r.ReadRowGroup(static_cast<int>(group_local[g]), leaves).ok()) return ", column '" + names[c] + "'";
+      } catch (const std::exception&) {
+        return ", column '" + names[c] + "'";
+      }
+    }
+    return "";
+  }
+
+  static int FieldIndex(parquet::arrow::FileReader& r, const std::string& name) {
+    const auto& sf = r.manifest().schema_fields;
+    for (size_t k = 0; k < sf.size(); ++k)
+      if (sf[k].field->name() == name) return static_cast<int>(k);
+    return -1;
+  }
+};
+
+ParquetDataset::ParquetDataset(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ParquetDataset::~ParquetDataset() = default;
+
+Result<std::unique_ptr<ParquetDataset>> ParquetDataset::Open(const std::vector<std::string>& paths,
+                                                             const ParquetOptions& o) {
+  if (paths.empty()) return Status::InvalidArgument("ParquetDataset: no files");
+  if (o.window == 0) return Status::InvalidArgument("ParquetDataset: shuffle_window must be at least 1");
+  auto m = std::make_unique<Impl>();
+  m->o = o;
+  std::shared_ptr<arrow::Schema> first;
+  for (const std::string& path : paths) {
+    auto f = std::make_unique<File>();
+    f->path = path;
+    std::unique_ptr<parquet::arrow::FileReader> r;
+    try {
+      auto file = arrow::io::ReadableFile::Open(path);
+      if (!file.ok()) return Status::IOError("ParquetDataset: " + path + ": " + file.status().message());
+      auto pq = parquet::ParquetFileReader::Open(*file);
+      f->meta = pq->metadata();
+      auto made = parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(pq), ReaderProperties());
+      if (!made.ok()) return Status::DataLoss("ParquetDataset: " + path + ": " + made.status().message());
+      r = std::move(made).MoveValueUnsafe();
+    } catch (const std::exception& e) {
+      return Status::DataLoss("ParquetDataset: " + path + ": " + e.what() + " (a truncated or damaged Parquet file?)");
+    }
+    std::shared_ptr<arrow::Schema> schema;
+    STOKER_RETURN_IF_ERROR(FromArrow(r->GetSchema(&schema), "ParquetDataset: " + path));
+    if (!first) {
+      first = schema;
+      m->names = o.columns;
+      if (m->names.empty())
+        for (const auto& fld : schema->fields()) m->names.push_back(fld->name());
+      for (const std::string& name : m->names) {
+        auto fld = schema->GetFieldByName(name);
+        if (!fld)
+          return Status::InvalidArgument("ParquetDataset: " + path + " has no column '" + name + "' (its columns: " +
+                                         [&] { std::string s; for (auto& x : schema->field_names()) s += (s.empty() ? "" : ", ") + x; return s; }() + ")");
+        STOKER_ASSIGN_OR_RETURN(ParquetColumn col, ParquetColumn::Make(name, fld->type()));
+        m->field_of.push_back(static_cast<int>(m->fields.size()));
+        m->fields.push_back(col.field());
+        if (o.null_mask && fld->nullable()) {
+          m->mask_of.push_back(static_cast<int>(m->fields.size()));
+          m->fields.push_back(FieldSpec{name + ".valid", ElementType::kBool, {}, false});
+        } else {
+          m->mask_of.push_back(-1);
+        }
+        m->columns.push_back(std::move(col));
+      }
+    }
+    for (const std::string& name : m->names) {
+      auto want = first->GetFieldByName(name);
+      auto have = schema->GetFieldByName(name);
+      if (!have)
+        return Status::InvalidArgument("ParquetDataset: " + path + " has no column '" + name + "', which " +
+                                       paths[0] + " has; every file must have the columns read");
+      if (!have->type()->Equals(*want->type()))
+        return Status::InvalidArgument("ParquetDataset: column '" + name + "' is " + have->type()->ToString() +
+                                       " in " + path + " and " + want->type()->ToString() + " in " + paths[0] +
+                                       ": the files' schemas differ");
+      const int k = Impl::FieldIndex(*r, name);
+      Leaves(r->manifest().schema_fields[k], &f->leaves);
+    }
+    std::sort(f->leaves.begin(), f->leaves.end());
+    const uint32_t fi = static_cast<uint32_t>(m->files.size());
+    for (int g = 0; g < f->meta->num_row_groups(); ++g) {
+      auto rg = f->meta->RowGroup(g);
+      const uint64_t n = static_cast<uint64_t>(rg->num_rows());
+      if (n == 0) continue;
+      uint64_t bytes = 0;
+      for (int leaf : f->leaves) bytes += static_cast<uint64_t>(rg->ColumnChunk(leaf)->total_uncompressed_size());
+      m->groups.push_back({m->rows, n});
+      m->group_file.push_back(fi);
+      m->group_local.push_back(static_cast<uint32_t>(g));
+      m->estimates.push_back(bytes);
+      m->reads.push_back(std::make_unique<std::atomic<uint64_t>>(0));
+      m->rows += n;
+    }
+    m->files.push_back(std::move(f));
+  }
+  uint64_t budget = o.cache_bytes;
+  if (budget == 0) {
+    std::vector<uint64_t> e = m->estimates;
+    std::sort(e.rbegin(), e.rend());
+    for (size_t i = 0; i < e.size() && i < o.window + 2; ++i) budget += e[i];
+    budget += uint64_t{64} << 20;
+  }
+  Impl* raw = m.get();
+  m->cache = std::make_unique<RowGroupCache>(
+      static_cast<uint32_t>(m->groups.size()), budget, [raw](uint32_t g) { return raw->Decode(g); },
+      [raw](uint32_t g) { return raw->estimates[g]; });
+  return std::unique_ptr<ParquetDataset>(new ParquetDataset(std::move(m)));
+}
+
+uint64_t ParquetDataset::size() const { return impl_->rows; }
+const std::vector<FieldSpec>& ParquetDataset::fields() const { return impl_->fields; }
+const std::vector<std::pair<uint64_t, uint64_t>>& ParquetDataset::row_groups() const { return impl_->groups; }
+uint32_t ParquetDataset::window() const { return impl_->o.window; }
+ParquetStats ParquetDataset::stats() const { return impl_->cache->stats(); }
+
+std::string ParquetDataset::Describe() const {
+  return "Parquet files (" + std::to_string(impl_->files.size()) + " from " + impl_->files[0]->path + ", " +
+         std::to_string(impl_->groups.size()) + " row groups, " + std::to_string(impl_->rows) + " rows)";
+}
+
+std::string ParquetDataset::DescribeSample(uint64_t index) const {
+  if (index >= impl_->rows) return "row " + std::to_string(index) + " of " + Describe();
+  const uint32_t g = impl_->GroupOf(index);
+  return impl_->Where(g) + ", row " + std::to_string(index - impl_->groups[g].first) + " (row " +
+         std::to_string(index) + " of the dataset)";
+}
+
+Status ParquetDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
+  Impl& m = *impl_;
+  if (index >= m.rows) return Status::InvalidArgument(Describe() + ": no row " + std::to_string(index));
+  const uint32_t g = m.GroupOf(index);
+  STOKER_ASSIGN_OR_RETURN(RowGroupCache::Table t, m.cache->Get(g));
+  const int64_t row = static_cast<int64_t>(index - m.groups[g].first);
+  for (size_t c = 0; c < m.columns.size(); ++c) {
+    bytes[m.field_of[c]] = m.columns[c].Bytes(*t->column(static_cast<int>(c))->chunk(0), row);
+    if (m.mask_of[c] >= 0) bytes[m.mask_of[c]] = 1;
+  }
+  return Status::OK();
+}
+
+Status ParquetDataset::Read(uint64_t index, uint8_t* const* dst) {
+  Impl& m = *impl_;
+  if (index >= m.rows) return Status::InvalidArgument(Describe() + ": no row " + std::to_string(index));
+  const uint32_t g = m.GroupOf(index);
+  STOKER_ASSIGN_OR_RETURN(RowGroupCache::Table t, m.cache->Get(g));
+  const int64_t row = static_cast<int64_t>(index - m.groups[g].first);
+  for (size_t c = 0; c < m.columns.size(); ++c) {
+    const arrow::Array& a = *t->column(static_cast<int>(c))->chunk(0);
+    const bool valid = a.IsValid(row);
+    if (!valid && m.mask_of[c] < 0)
+      return Status::DataLoss(m.Where(g) + ", column '" + m.names[c] + "': row " + std::to_string(row) +
+                              " is null; pass null_mask=True to read nulls as zeros with a '" + m.names[c] +
+                              ".valid' field");
+    Status st = m.columns[c].Copy(a, row, dst[m.field_of[c]]);
+    if (!st.ok())
+      return Status::DataLoss(m.Where(g) + ", column '" + m.names[c] + "', row " + std::to_string(row) + ": " +
+                              st.message());
+    if (m.mask_of[c] >= 0) *dst[m.mask_of[c]] = valid ? 1 : 0;
+  }
+  t.reset();
+  if (m.reads[g]->fetch_add(1, std::memory_order_relaxed) + 1 == m.groups[g].second) {
+    m.reads[g]->store(0, std::memory_order_relaxed);
+    m.cache->Finished(g);
+  }
+  return Status::OK();
+}
+
+std::vector<int64_t> ParquetDataset::Order(const OrderRecipe& o) {
+  std::vector<int64_t> mine = o.RankPart(o.GlobalByShards(impl_->groups, impl_->o.window), RankSplit::kContiguous);
+  std::vector<uint32_t> ahead;
+  std::vector<bool> seen(impl_->groups.size());
+  for (int64_t i : mine) {
+    const uint32_t g = impl_->GroupOf(static_cast<uint64_t>(i));
+    if (!seen[g]) seen[g] = true, ahead.push_back(g);
+  }
+  impl_->cache->SetAhead(std::move(ahead));
+  return mine;
+}
+
+}  // namespace stoker

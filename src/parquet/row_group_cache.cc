@@ -1,0 +1,105 @@
+#include "parquet/row_group_cache.h"
+
+#include <arrow/util/byte_size.h>
+
+#include <algorithm>
+
+namespace stoker {
+
+RowGroupCache::RowGroupCache(uint32_t row_groups, uint64_t budget, std::function<Result<Table>(uint32_t)> decode,
+                             std::function<uint64_t(uint32_t)> estimate)
+    : budget_(budget), decode_(std::move(decode)), estimate_(std::move(estimate)), entries_(row_groups) {}
+
+void RowGroupCache::SetAhead(std::vector<uint32_t> order) {
+  std::lock_guard<std::mutex> g(mu_);
+  ahead_ = std::move(order);
+  ahead_at_.assign(entries_.size(), UINT32_MAX);
+  for (uint32_t i = 0; i < ahead_.size(); ++i)
+    if (ahead_[i] < entries_.size() && ahead_at_[ahead_[i]] == UINT32_MAX) ahead_at_[ahead_[i]] = i;
+}
+
+void RowGroupCache::MakeRoomLocked(uint64_t need) {
+  while (stats_.decoded_bytes + need > budget_) {
+    Entry* victim = nullptr;
+    for (Entry& e : entries_)
+      if (e.state == kReady && e.table.use_count() == 1 && (!victim || e.used < victim->used)) victim = &e;
+    if (!victim) return;  // every decoded row group is held by a reader
+    stats_.decoded_bytes -= victim->bytes;
+    victim->table.reset();
+    victim->bytes = 0;
+    victim->state = kEmpty;
+    ++stats_.evictions;
+  }
+}
+
+void RowGroupCache::LoadLocked(std::unique_lock<std::mutex>& l, uint32_t g) {
+  Entry& e = entries_[g];
+  e.state = kLoading;
+  MakeRoomLocked(estimate_(g));
+  l.unlock();
+  Result<Table> t = decode_(g);
+  const uint64_t bytes = t.ok() ? static_cast<uint64_t>(arrow::util::TotalBufferSize(*t.value())) : 0;
+  l.lock();
+  if (t.ok()) {
+    e.table = std::move(t).value();
+    e.bytes = bytes;
+    e.state = kReady;
+    stats_.decoded_bytes += bytes;
+    stats_.peak_decoded_bytes = std::max(stats_.peak_decoded_bytes, stats_.decoded_bytes);
+    ++stats_.row_groups_decoded;
+  } else {
+    e.error = t.status();
+    e.state = kFailed;
+  }
+  cv_.notify_all();
+}
+
+Result<RowGroupCache::Table> RowGroupCache::Get(uint32_t g) {
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    Entry& e = entries_[g];
+    if (e.state == kReady) {
+      e.used = ++tick_;
+      e.finished = false;
+      return e.table;
+    }
+    if (e.state == kFailed) return e.error;
+    if (e.state == kEmpty) {
+      LoadLocked(l, g);
+      continue;
+    }
+    // Another reader decodes g: decode the next row group not begun
+    // meanwhile, if it fits, else wait.
+    bool helped = false;
+    if (g < ahead_at_.size() && ahead_at_[g] != UINT32_MAX) {
+      for (uint32_t i = ahead_at_[g] + 1; i < ahead_.size() && i <= ahead_at_[g] + 4; ++i) {
+        const uint32_t h = ahead_[i];
+        if (entries_[h].state != kEmpty) continue;
+        // Room: free, or taken by row groups whose rows were all read.
+        uint64_t freeable = 0;
+        for (const Entry& x : entries_)
+          freeable += x.state == kReady && x.finished && x.table.use_count() == 1 ? x.bytes : 0;
+        if (stats_.decoded_bytes - freeable + estimate_(h) > budget_) break;
+        LoadLocked(l, h);
+        helped = true;
+        break;
+      }
+    }
+    if (!helped) cv_.wait(l, [&] { return entries_[g].state != kLoading; });
+  }
+}
+
+void RowGroupCache::Finished(uint32_t g) {
+  std::lock_guard<std::mutex> l(mu_);
+  Entry& e = entries_[g];
+  if (e.state != kReady) return;
+  e.finished = true;
+  e.used = 0;  // (dropped first)
+}
+
+ParquetStats RowGroupCache::stats() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return stats_;
+}
+
+}  // namespace stoker

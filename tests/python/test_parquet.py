@@ -1,0 +1,244 @@
+"""stoker.io.ParquetDataset against pyarrow's own reads of files pyarrow wrote:
+every value of every column kind, nulls, the shuffled epoch (each row once,
+each row group decoded once), projection (bytes read), ranks, resume and the
+bad inputs."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+import stoker  # noqa: E402
+import stoker.io  # noqa: E402
+
+N_ROWS = 1000
+
+
+def table(n=N_ROWS, seed=0):
+    rng = np.random.default_rng(seed)
+    return pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "label": pa.array(rng.integers(-5, 10, n).astype(np.int32)),
+        "u16": pa.array(rng.integers(0, 60000, n).astype(np.uint16)),
+        "half": pa.array(rng.standard_normal(n).astype(np.float16)),
+        "score": pa.array(rng.standard_normal(n)),
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 16).astype(np.float32)), 16),
+        "text": pa.array(["" if i % 9 == 0 else f"línea {i} ✓ " * (1 + i % 4) for i in range(n)]),
+        "img": pa.array([rng.integers(0, 256, 1 + i % 300).astype(np.uint8).tobytes() for i in range(n)],
+                        pa.binary()),
+        "toks": pa.array([list(range(i, i + i % 7)) for i in range(n)], pa.list_(pa.int64())),
+        "cat": pa.array([["web", "code", "books"][i % 3] for i in range(n)]).dictionary_encode(),
+        "flag": pa.array([i % 3 == 0 for i in range(n)]),
+        "day": pa.array(np.arange(n, dtype=np.int32), pa.date32()),
+    })
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pq")
+    t = table()
+    pq.write_table(t.slice(0, 400), d / "a.parquet", row_group_size=64, compression="zstd")
+    pq.write_table(t.slice(400, 350), d / "b.parquet", row_group_size=100, compression="snappy")
+    pq.write_table(t.slice(750), d / "c.parquet", row_group_size=50, compression="none", use_dictionary=False)
+    return d, t
+
+
+def expected(t, i):
+    row = t.slice(i, 1).to_pylist()[0]
+    row["day"] = (row["day"] - __import__("datetime").date(1970, 1, 1)).days
+    return row
+
+
+def check_row(got: dict, want: dict):
+    for k, v in want.items():
+        g = got[k]
+        if k == "emb":
+            assert np.array_equal(np.asarray(g, dtype=np.float32), np.asarray(v, dtype=np.float32)), k
+        elif k == "toks":
+            assert np.asarray(g).tolist() == v, k
+        elif k in ("half", "score"):
+            assert float(g) == pytest.approx(v, abs=0) or np.isnan(v), (k, g, v)
+        elif k in ("text", "img", "cat"):
+            assert g == v, (k, g, v)
+        else:
+            assert int(g) == int(v), (k, g, v)
+
+
+def test_every_column_kind_reads_as_pyarrow_reads_it(files):
+    d, t = files
+    ds = stoker.io.ParquetDataset(d)
+    assert len(ds) == N_ROWS and len(ds.row_groups) == 7 + 4 + 5
+    names = [f[0] for f in ds.fields]
+    assert names == t.column_names
+    for i in (0, 1, 63, 64, 399, 400, 749, 750, 999, -1):
+        check_row(ds[i], expected(t, i % N_ROWS))
+
+
+def test_a_loaders_batches_hold_every_value_str_bytes_and_lists_included(files):
+    d, t = files
+    rows = t.to_pylist()
+    loader = stoker.DataLoader(stoker.io.ParquetDataset(d), batch_size=50, num_workers=2)
+    seen = []
+    for b in loader:
+        assert b["emb"].shape[1:] == (16,) and b["emb"].dtype == torch.float32
+        assert b["u16"].dtype == torch.uint16 and b["half"].dtype == torch.float16 and b["flag"].dtype == torch.bool
+        assert isinstance(b["text"], list) and isinstance(b["img"][0], bytes) and isinstance(b["cat"][0], str)
+        for k, i in enumerate(b["id"].tolist()):
+            want = dict(rows[i], day=i)
+            check_row({name: (v[k]) for name, v in b.items()}, want)
+        seen += b["id"].tolist()
+    assert seen == list(range(N_ROWS)), "in order without shuffle"
+
+
+def test_a_shuffled_epoch_is_every_row_once_and_decodes_each_row_group_once(files):
+    d, _ = files
+    # (a cache for about 8 decoded row groups: a window of 4 and a few ahead)
+    ds = stoker.io.ParquetDataset(d, columns=["id", "emb"], shuffle_window=4, cache_bytes=8 * 100 * (8 + 64))
+    orders = []
+    for epoch in range(2):
+        loader = stoker.DataLoader(ds, batch_size=32, shuffle=True, num_workers=2, seed=7)
+        loader.set_epoch(epoch)
+        got = [i for b in loader for i in b["id"].tolist()]
+        assert sorted(got) == list(range(N_ROWS))
+        assert got != list(range(N_ROWS))
+        orders.append(got)
+        st = ds.stats()
+        if epoch == 0:  # (a cache too small for the epoch: each row group decoded once all the same)
+            assert st["row_groups_decoded"] == len(ds.row_groups) and st["evictions"] > 0, st
+        assert st["row_groups_decoded"] <= (epoch + 1) * len(ds.row_groups), st
+    assert orders[0] != orders[1], "each epoch its own shuffle"
+    # Row groups come `shuffle_window` at a time: the rows of a window are
+    # read before the next window's.
+    groups = ds.row_groups
+    of = np.searchsorted([f for f, _n in groups], orders[0], side="right") - 1
+    first = {g: int(np.argmax(of == g)) for g in range(len(groups))}
+    last = {g: len(of) - 1 - int(np.argmax(of[::-1] == g)) for g in range(len(groups))}
+    by_first = sorted(range(len(groups)), key=first.get)
+    windows = [by_first[k:k + 4] for k in range(0, len(groups), 4)]
+    for w, nxt in zip(windows, windows[1:]):
+        assert max(last[g] for g in w) < min(first[g] for g in nxt), (w, nxt)
+    again = stoker.DataLoader(ds, batch_size=32, shuffle=True, num_workers=2, seed=7)
+    again.set_epoch(1)
+    assert [i for b in again for i in b["id"].tolist()] == orders[1], "an epoch's order is a function of (seed, epoch)"
+
+
+def test_ranks_take_disjoint_parts_that_cover_the_epoch(files):
+    d, _ = files
+    ds = stoker.io.ParquetDataset(d, columns=["id"])
+    parts = []
+    for rank in range(3):
+        sampler = ds.sampler(shuffle=True, seed=3, rank=rank, world_size=3, pad=False)
+        sampler.set_epoch(2)
+        parts.append(list(sampler))
+    assert all(len(p) == N_ROWS // 3 for p in parts)
+    flat = [i for p in parts for i in p]
+    assert len(set(flat)) == len(flat) == 3 * (N_ROWS // 3)
+
+
+def test_a_resumed_epoch_goes_on_where_the_state_was_taken(files):
+    d, _ = files
+    ds = stoker.io.ParquetDataset(d, columns=["id"])
+    full = [i for b in stoker.DataLoader(ds, batch_size=40, shuffle=True, num_workers=2, seed=1) for i in b["id"].tolist()]
+    loader = stoker.DataLoader(ds, batch_size=40, shuffle=True, num_workers=2, seed=1)
+    it = iter(loader)
+    head = [i for _ in range(9) for i in next(it)["id"].tolist()]
+    state = loader.state_dict()
+    del it
+    resumed = stoker.DataLoader(ds, batch_size=40, shuffle=True, num_workers=2, seed=1)
+    resumed.load_state_dict(state)
+    tail = [i for b in resumed for i in b["id"].tolist()]
+    assert head + tail == full
+
+
+def test_nulls_are_an_error_naming_the_place_or_a_mask(tmp_path):
+    t = pa.table({"x": pa.array([1.5, None, 3.0, None], pa.float32()), "s": pa.array(["a", None, "c", "d"]),
+                  "k": pa.array([1, 2, 3, 4], pa.int64())})
+    pq.write_table(t, tmp_path / "n.parquet", row_group_size=2)
+    ds = stoker.io.ParquetDataset(tmp_path / "n.parquet")
+    assert int(ds[0]["k"]) == 1
+    with pytest.raises(ValueError, match=r"n\.parquet, row group 0, column 'x': row 1 is null; pass null_mask=True"):
+        ds[1]
+    m = stoker.io.ParquetDataset(tmp_path / "n.parquet", null_mask=True)
+    assert [f[0] for f in m.fields] == ["x", "x.valid", "s", "s.valid", "k", "k.valid"]
+    b = next(iter(stoker.DataLoader(m, batch_size=4)))
+    assert b["x"].tolist() == [1.5, 0.0, 3.0, 0.0] and b["x.valid"].tolist() == [True, False, True, False]
+    assert b["s"] == ["a", "", "c", "d"] and b["s.valid"].tolist() == [True, False, True, True]
+
+
+def test_projection_reads_only_the_requested_columns_bytes(tmp_path):
+    rng = np.random.default_rng(1)
+    n = 20000
+    t = pa.table({"small": pa.array(np.arange(n, dtype=np.int32)),
+                  "big": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 64).astype(np.float32)), 64)})
+    path = tmp_path / "p.parquet"
+    pq.write_table(t, path, row_group_size=5000, compression="none")
+    meta = pq.ParquetFile(path).metadata
+    small = sum(meta.row_group(g).column(0).total_compressed_size for g in range(meta.num_row_groups))
+    footer = meta.serialized_size + 8
+    warm = tmp_path / "warm.parquet"
+    pq.write_table(t.slice(0, 10), warm)
+    # (a first loader over another file imports what a loader imports: the
+    # bytes counted after it are the Parquet reads)
+    code = f"""
+import stoker, stoker.io
+w = stoker.io.ParquetDataset({str(warm)!r}, columns=["small"])
+assert sum(len(b["small"]) for b in stoker.DataLoader(w, batch_size=1000, num_workers=2)) == 10
+def rchar():
+    return int([l for l in open("/proc/self/io") if l.startswith("rchar")][0].split()[1])
+before = rchar()
+ds = stoker.io.ParquetDataset({str(path)!r}, columns=["small"])
+total = sum(int(b["small"].sum()) for b in stoker.DataLoader(ds, batch_size=1000, num_workers=2))
+print(rchar() - before, total)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    read, total = map(int, out.stdout.split()[-2:])
+    assert total == n * (n - 1) // 2
+    # The footer is read once (Arrow reads the file's last 64 KiB for it).
+    assert read <= 1.1 * small + max(footer, 65536), (read, small, os.path.getsize(path))
+
+
+def test_bad_files_and_schemas_are_errors_that_name_them(tmp_path):
+    t = table(200)
+    good = tmp_path / "good.parquet"
+    pq.write_table(t, good, row_group_size=50)
+    with pytest.raises(ValueError, match="has no column 'nope' \\(its columns: id, label"):
+        stoker.io.ParquetDataset(good, columns=["id", "nope"])
+    other = tmp_path / "other.parquet"
+    pq.write_table(t.drop_columns(["emb"]), other)
+    with pytest.raises(ValueError, match=r"other\.parquet has no column 'emb', which .*good\.parquet has"):
+        stoker.io.ParquetDataset([good, other])
+    retyped = tmp_path / "retyped.parquet"
+    pq.write_table(t.set_column(1, "label", t["label"].cast(pa.int64())), retyped)
+    with pytest.raises(ValueError, match=r"column 'label' is int64 in .*retyped\.parquet and int32 in .*good\.parquet"):
+        stoker.io.ParquetDataset([good, retyped])
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(good.read_bytes()[:-100])
+    with pytest.raises(ValueError, match=r"truncated\.parquet: .*(damaged|magic|footer)"):
+        stoker.io.ParquetDataset(truncated)
+    nested = tmp_path / "nested.parquet"
+    pq.write_table(pa.table({"n": pa.array([[[1], [2, 3]]], pa.list_(pa.list_(pa.int32())))}), nested)
+    with pytest.raises(ValueError, match=r"column 'n' is list<.*list<.*int32>>: stoker reads numbers"):
+        stoker.io.ParquetDataset(nested)
+
+
+def test_a_corrupt_page_names_the_file_row_group_and_column(tmp_path):
+    n = 4000
+    t = pa.table({"a": pa.array(np.arange(n, dtype=np.int64)), "b": pa.array(np.arange(n, dtype=np.float64))})
+    path = tmp_path / "corrupt.parquet"
+    pq.write_table(t, path, row_group_size=2000, compression="zstd")
+    meta = pq.ParquetFile(path).metadata
+    col = meta.row_group(1).column(1)
+    data = bytearray(path.read_bytes())
+    start = col.data_page_offset + 40
+    data[start:start + 64] = b"\xff" * 64  # inside the zstd frame of row group 1's column b
+    path.write_bytes(bytes(data))
+    ds = stoker.io.ParquetDataset(path)
+    assert int(ds[5]["a"]) == 5
+    with pytest.raises(ValueError, match=r"corrupt\.parquet, row group 1, column 'b': .*thrift"):
+        ds[2500]
