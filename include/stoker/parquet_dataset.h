@@ -63,8 +63,12 @@ class ParquetDataset : public NativeDataset {
   Status SampleBytes(uint64_t index, uint64_t* bytes) override;
   std::string Describe() const override;
   std::string DescribeSample(uint64_t index) const override;
-  // The row groups as shards, `window` of them shuffled together.
+  // The row groups as shards, `window` of them shuffled together, this
+  // rank's contiguous part of it; the readers decode ahead in it.
   std::vector<int64_t> Order(const OrderRecipe& o) override;
+  // Every rank's order of the epoch, before the split (the epoch protocol's
+  // global order: a resume on another topology splits its remainder).
+  std::vector<int64_t> GlobalOrder(const OrderRecipe& o) const;
 
   // {first row, rows} of each row group, in file order.
   const std::vector<std::pair<uint64_t, uint64_t>>& row_groups() const;

@@ -55,5 +55,15 @@ PYBIND11_MODULE(_stoker_parquet, m) {
                py::gil_scoped_release nogil;
                v = d.Order(o);
              }
+             return EpochOrderHandle{std::make_shared<VectorOrder>(std::move(v)), nullptr}; })
+      // Every rank's order of an epoch, before the split (an EpochOrder).
+      .def("global_order", [](ParquetDataset& d, uint64_t epoch, bool shuffle, uint64_t seed) {
+             OrderRecipe o;
+             o.epoch = epoch, o.shuffle = shuffle, o.seed = seed;
+             std::vector<int64_t> v;
+             {
+               py::gil_scoped_release nogil;
+               v = d.GlobalOrder(o);
+             }
              return EpochOrderHandle{std::make_shared<VectorOrder>(std::move(v)), nullptr}; });
 }

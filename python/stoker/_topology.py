@@ -22,13 +22,15 @@ from stoker import _native as N
 
 #: The samplers whose global order stoker knows, for messages.
 KNOWN = ("torch's SequentialSampler and RandomSampler (without replacement, num_samples=len(dataset)), "
-         "DistributedSampler, stoker's distributed=True and shuffle='scalable', a StreamingDataset's and a Mix's")
+         "DistributedSampler, stoker's distributed=True and shuffle='scalable', a StreamingDataset's, a Mix's and a "
+         "ParquetDataset's")
 
 
 def global_order(recipe: dict, stream=None):
     """The epoch's global order (an EpochOrder) from its recipe; a
     StreamingDataset's (kind "stream") from its native dataset `stream`,
-    whose epoch is begun."""
+    whose epoch is begun; a ParquetDataset's (kind "row_groups") from its
+    sampler `stream`."""
     kind, n = recipe["kind"], int(recipe["n"])
     if kind == "stream":
         order = stream.global_order(int(recipe["epoch"]), bool(recipe["shuffle"]), int(recipe["seed"]))
@@ -36,6 +38,10 @@ def global_order(recipe: dict, stream=None):
             raise ValueError(f"the state's epoch has {n} samples, and this StreamingDataset's epoch has {len(order)}: "
                              "resume with the same dataset")
         return order
+    if kind == "row_groups":  # a ParquetDataset's (stoker.parquet.RowGroupSampler)
+        if stream is None or not hasattr(stream, "global_order_of"):
+            raise ValueError("the state's epoch is a ParquetDataset's: resume a loader over the same ParquetDataset")
+        return stream.global_order_of(recipe)
     if kind == "iota":
         return N.lib.iota_order(n)
     if kind == "randperm":
@@ -192,7 +198,8 @@ class EpochPlan:
         else:
             part, plan.segments, same, length, whole = resumed_order(
                 saved, resume["delivered"], resume["delivered_extra"], world, rank, pad, loader.batch_size,
-                None if mix else recipe.get("n"))  # (a Mix's recipes compare above)
+                None if mix else recipe.get("n"),  # (a Mix's recipes compare above)
+                loader.sampler if saved["recipe"]["kind"] == "row_groups" else None)
             plan.mix_order = whole if mix else None
         plan._count(length if length is not None else recipe.get("n"))
         if same and not plan.segments:

@@ -83,6 +83,12 @@ class ParquetDataset(NativeDataset):
         """(first row, rows) of each row group, in file order."""
         return [tuple(g) for g in self._native.row_groups]
 
+    def _groups_digest(self) -> str:
+        """A digest of the row groups' sizes (a resumed epoch's check)."""
+        import hashlib
+        sizes = ",".join(str(n) for _f, n in self._native.row_groups)
+        return hashlib.blake2b(sizes.encode(), digest_size=8).hexdigest()
+
     def stats(self) -> dict:
         """Row groups decoded (again, after an eviction, counted again), the
         decoded bytes held now and at most, evictions: in this process."""
@@ -117,6 +123,23 @@ class RowGroupSampler(EpochPasses, _SamplerBase):
     def _stoker_native_order(self):
         return self.dataset._native.order(self._begin_epoch(), self.shuffle, self.seed & 0xFFFF_FFFF_FFFF_FFFF,
                                           self.rank, self.world_size, self.pad)
+
+    def _stoker_recipe(self):
+        """The global order of the epoch begun (stoker._topology): the row
+        groups' sizes travel as a digest, so that a state is resumed over
+        the same row groups only."""
+        return dict(kind="row_groups", n=len(self.dataset), epoch=self._begun, shuffle=self.shuffle,
+                    seed=self.seed & 0xFFFF_FFFF_FFFF_FFFF, window=self.dataset._native.window,
+                    groups=self.dataset._groups_digest(), world=self.world_size, rank=self.rank, pad=self.pad,
+                    split="contiguous")
+
+    def global_order_of(self, recipe: dict):
+        """The global order a state's recipe describes, over this dataset."""
+        ds = self.dataset
+        if recipe.get("groups") != ds._groups_digest() or int(recipe["window"]) != ds._native.window:
+            raise ValueError("stoker: the state's epoch is of other Parquet row groups (or another shuffle_window) "
+                             f"than this loader's {ds._native.describe()}: resume with the same files and options")
+        return ds._native.global_order(int(recipe["epoch"]), bool(recipe["shuffle"]), int(recipe["seed"]))
 
     def __iter__(self) -> Iterator[int]:
         from stoker._sampling import iterate

@@ -100,7 +100,9 @@ class TextDataset(_Base):
 
     paths: JSON Lines files, plain or zstd (.zst: decompressed into memory
     when opened; a list, a directory of .jsonl/.jsonl.zst, a glob), one
-    document a line.  field: the key of each line's text.  tokenizer: a
+    document a line; or Parquet files (.parquet, or a
+    stoker.io.ParquetDataset), one document a row.  field: the key of each
+    line's text, or the string column.  tokenizer: a
     Hugging Face tokenizer.json path or a tokenizers.Tokenizer (the ids are
     its encode_batch's, add_special_tokens as it defaults), or a
     SentencePiece .model (its C++ library's batch encode, through the
@@ -116,18 +118,23 @@ class TextDataset(_Base):
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error={on_error!r} is not one of 'raise', 'skip'")
         self._kind, self._model = _load_tokenizer(tokenizer)
-        self.files = _jsonl_files(paths)
         self.field, self.eos_id, self.on_error = field, eos_id, on_error
+        self._parquet = _parquet_texts(paths, field)
+        self.files = self._parquet._args[0] if self._parquet is not None else _jsonl_files(paths)
         self._starts, self._ends = [], []
+        self._memfds = {}
+        self._first = np.array([0, len(self._parquet)]) if self._parquet is not None else None
+        self.skipped = 0
+        self._tokenizer = None
+        self._fds = None
+        if self._parquet is not None:
+            return
         self._memfds = {i: _decompressed(p) for i, p in enumerate(self.files) if _zstd(p)}
         for i, p in enumerate(self.files):
             s, e = _lines(p, self._memfds.get(i))
             self._starts.append(s)
             self._ends.append(e)
         self._first = np.cumsum([0] + [len(s) for s in self._starts])
-        self.skipped = 0
-        self._tokenizer = None
-        self._fds = None
 
     def __len__(self) -> int:
         return int(self._first[-1])
@@ -158,6 +165,15 @@ class TextDataset(_Base):
 
     def _text(self, index: int) -> Optional[str]:
         self._open()
+        if self._parquet is not None:
+            self._where(index)
+            try:
+                return self._parquet[index][self.field]
+            except ValueError as e:  # (a null: the file, row group, column and row named)
+                if self.on_error == "skip":
+                    self.skipped += 1
+                    return None
+                raise ValueError(f"TextDataset: {e}") from None
         f, j = self._where(index)
         start, end = int(self._starts[f][j]), int(self._ends[f][j])
         fd = self._fds.get(f)
@@ -204,7 +220,8 @@ class TextDataset(_Base):
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._memfds = {i: _decompressed(p) for i, p in enumerate(self.files) if _zstd(p)}
+        if self._parquet is None:
+            self._memfds = {i: _decompressed(p) for i, p in enumerate(self.files) if _zstd(p)}
 
     def __del__(self):
         for fd in set((self.__dict__.get("_fds") or {}).values()) | set(self.__dict__.get("_memfds", {}).values()):
@@ -215,6 +232,23 @@ class TextDataset(_Base):
 
     def __repr__(self) -> str:
         return f"stoker.text.TextDataset({len(self.files)} files, {len(self)} documents, field={self.field!r})"
+
+
+def _parquet_texts(paths, field: str):
+    """A ParquetDataset of the column `field` when `paths` are Parquet files
+    (or a ParquetDataset), else None."""
+    from stoker.parquet import ParquetDataset
+    if isinstance(paths, ParquetDataset):
+        files = paths._args[0]
+    else:
+        one = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+        if not one or not all(os.fspath(p).endswith((".parquet", ".pq")) for p in one):
+            return None
+        files = one
+    ds = ParquetDataset(files, columns=[field])
+    if ds._leaves[0] != "str":
+        raise ValueError(f"TextDataset: the Parquet column {field!r} is {ds.fields[0][1]}, not text (a string column)")
+    return ds
 
 
 def _load_tokenizer(tokenizer) -> tuple:

@@ -302,8 +302,12 @@ Status ParquetDataset::Read(uint64_t index, uint8_t* const* dst) {
   return Status::OK();
 }
 
+std::vector<int64_t> ParquetDataset::GlobalOrder(const OrderRecipe& o) const {
+  return o.GlobalByShards(impl_->groups, impl_->o.window);
+}
+
 std::vector<int64_t> ParquetDataset::Order(const OrderRecipe& o) {
-  std::vector<int64_t> mine = o.RankPart(o.GlobalByShards(impl_->groups, impl_->o.window), RankSplit::kContiguous);
+  std::vector<int64_t> mine = o.RankPart(GlobalOrder(o), RankSplit::kContiguous);
   std::vector<uint32_t> ahead;
   std::vector<bool> seen(impl_->groups.size());
   for (int64_t i : mine) {

@@ -242,3 +242,32 @@ def test_a_corrupt_page_names_the_file_row_group_and_column(tmp_path):
     assert int(ds[5]["a"]) == 5
     with pytest.raises(ValueError, match=r"corrupt\.parquet, row group 1, column 'b': .*thrift"):
         ds[2500]
+
+
+def test_a_shuffled_epoch_resumed_on_4_3_6_1_ranks_reads_every_row_once(tmp_path):
+    from test_elastic_resume import exactly_once, run_segments
+    n = 3001
+    pq.write_table(table(n).select(["id", "text"]), tmp_path / "e.parquet", row_group_size=97)
+    ds = stoker.io.ParquetDataset(tmp_path / "e.parquet", shuffle_window=5)
+
+    def make(world, rank, workers, batch):
+        return stoker.DataLoader(ds, batch_size=batch, num_workers=min(workers, 2),
+                                 sampler=ds.sampler(shuffle=True, seed=5, rank=rank, world_size=world))
+
+    def check(seg, state):
+        assert state["order"]["recipe"]["kind"] == "row_groups" and len(pickle.dumps(state["order"])) < 4096
+
+    import pickle
+    counts, _ = run_segments(make, [(4, 2, 40, 3), (3, 1, 64, 2), (6, 2, 30, 1), (1, 0, 16, None)],
+                             ids=lambda b: b["id"].numpy(), check=check)
+    exactly_once(counts, n)
+    other = stoker.io.ParquetDataset(tmp_path / "e.parquet", shuffle_window=6)
+    first = make(2, 0, 0, 10)
+    it = iter(first)
+    next(it)
+    state = first.state_dict()
+    del it
+    moved = stoker.DataLoader(other, batch_size=10, sampler=other.sampler(shuffle=True, seed=5, rank=0, world_size=3))
+    moved.load_state_dict(state)
+    with pytest.raises(ValueError, match="other Parquet row groups \\(or another shuffle_window\\)"):
+        next(iter(moved))

@@ -381,3 +381,28 @@ def test_zstd_json_lines_and_a_sentencepiece_model(tmp_path):
     (tmp_path / "cut.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(body)[:-9])
     with pytest.raises(ValueError, match="cut.jsonl.zst is not a whole zstd stream"):
         stoker.text.TextDataset(tmp_path / "cut.jsonl.zst", tokenizer=tmp_path / "sp.model")
+
+
+def test_parquet_text_columns_tokenize_as_encode_batch_and_a_null_is_named_or_skipped(tmp_path):
+    pytest.importorskip("tokenizers")
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    tok = train_tokenizer(CORPUS * 3, tmp_path / "tokenizer.json")
+    texts = CORPUS * 4
+    pq.write_table(pa.table({"text": texts[:15], "n": list(range(15))}), tmp_path / "a.parquet", row_group_size=4)
+    pq.write_table(pa.table({"text": texts[15:], "n": list(range(15, len(texts)))}), tmp_path / "b.parquet")
+    ds = stoker.text.TextDataset([tmp_path / "a.parquet", tmp_path / "b.parquet"], tokenizer=tmp_path / "tokenizer.json",
+                                 eos_id=1)
+    want = [e.ids + [1] for e in tok.encode_batch(texts)]
+    assert len(ds) == len(want)
+    loader = stoker.DataLoader(ds, batch_size=5, num_workers=2, collate_fn=stoker.text.collate_documents)
+    assert [t.tolist() for b in loader for t in b["input_ids"]] == want
+    with pytest.raises(ValueError, match="the Parquet column 'n' is int64, not text"):
+        stoker.text.TextDataset(tmp_path / "a.parquet", field="n", tokenizer=tok)
+    pq.write_table(pa.table({"text": ["one", None, "three"]}), tmp_path / "nulls.parquet")
+    strict = stoker.text.TextDataset(tmp_path / "nulls.parquet", tokenizer=tok)
+    with pytest.raises(ValueError, match=r"nulls\.parquet, row group 0, column 'text': row 1 is null"):
+        strict[1]
+    lenient = stoker.text.TextDataset(stoker.io.ParquetDataset(tmp_path / "nulls.parquet"), tokenizer=tok,
+                                      on_error="skip")
+    assert len(lenient.__getitems__([0, 1, 2])) == 2 and lenient.skipped == 1

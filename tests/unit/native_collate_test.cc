@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -27,6 +28,50 @@ TEST(NativeCollate, TensorAndDictLayouts) {
   EXPECT_EQ(r2[sizeof(BatchHeader)], static_cast<uint8_t>(Tag::kDict));
   EXPECT_EQ((two.Sample(r2.data(), 1, 0) - r2.data()) % kLeafAlign, 0);
   EXPECT_GE(two.Sample(r2.data(), 1, 0), two.Sample(r2.data(), 0, 2) + 5);
+}
+
+// A str or bytes field: each sample's bytes, written to its leaf by the
+// reader, are in the tree as a str (bytes) node of a list; samples left out
+// are left out of the list.
+TEST(NativeCollate, StrAndBytesSamplesGoIntoTheTree) {
+  FieldSpec s{"s", ElementType::kUInt8, {}, true};
+  s.leaf = FieldLeaf::kStr;
+  FieldSpec b{"b", ElementType::kUInt8, {}, true};
+  b.leaf = FieldLeaf::kBytes;
+  const std::vector<std::string> text = {"héllo", "", "wörld!"}, raw = {"\x01\x02", std::string(1, '\0'), ""};
+  std::vector<uint64_t> sizes;
+  for (size_t i = 0; i < 3; ++i) sizes.push_back(text[i].size()), sizes.push_back(raw[i].size());
+  NativeCollate c({s, b}, 3, true, &sizes);
+  std::vector<uint8_t> region(c.total_bytes());
+  for (size_t i = 0; i < 3; ++i) {
+    std::memcpy(c.Sample(region.data(), 0, i), text[i].data(), text[i].size());
+    std::memcpy(c.Sample(region.data(), 1, i), raw[i].data(), raw[i].size());
+  }
+  const std::vector<uint64_t> kept = {0, 2};
+  c.WriteHeader(region.data(), &kept);
+  // dict, 2 fields: "s" -> list of 2 str, "b" -> list of 2 bytes
+  const uint8_t* p = region.data() + sizeof(BatchHeader);
+  auto tag = [&] { return static_cast<Tag>(*p++); };
+  auto u32 = [&] { uint32_t v; std::memcpy(&v, p, 4); p += 4; return v; };
+  auto str = [&] { uint32_t n = u32(); std::string v(reinterpret_cast<const char*>(p), n); p += n; return v; };
+  ASSERT_EQ(tag(), Tag::kDict);
+  ASSERT_EQ(u32(), 2u);
+  ASSERT_EQ(tag(), Tag::kStr);
+  EXPECT_EQ(str(), "s");
+  ASSERT_EQ(tag(), Tag::kList);
+  ASSERT_EQ(u32(), 2u);
+  for (size_t i : kept) {
+    ASSERT_EQ(tag(), Tag::kStr);
+    EXPECT_EQ(str(), text[i]);
+  }
+  ASSERT_EQ(tag(), Tag::kStr);
+  EXPECT_EQ(str(), "b");
+  ASSERT_EQ(tag(), Tag::kList);
+  ASSERT_EQ(u32(), 2u);
+  for (size_t i : kept) {
+    ASSERT_EQ(tag(), Tag::kBytes);
+    EXPECT_EQ(str(), raw[i]);
+  }
 }
 
 }  // namespace
