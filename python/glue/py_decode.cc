@@ -285,6 +285,14 @@ class Decoder {
                    ? PyUnicode_DecodeUTF8(reinterpret_cast<const char*>(p), len, "strict")
                    : PyBytes_FromStringAndSize(reinterpret_cast<const char*>(p), len);
       }
+      case Tag::kStrAt:
+      case Tag::kBytesAt: {
+        uint64_t off, len;
+        if (!r.Get(&off) || !r.Get(&len) || off > used_ || len > used_ - off) return Corrupt("string out of bounds");
+        const char* p = reinterpret_cast<const char*>(region_ + off);
+        return static_cast<Tag>(t) == Tag::kStrAt ? PyUnicode_DecodeUTF8(p, static_cast<Py_ssize_t>(len), "strict")
+                                                  : PyBytes_FromStringAndSize(p, static_cast<Py_ssize_t>(len));
+      }
       case Tag::kList:
       case Tag::kTuple: {
         uint32_t n;

@@ -36,7 +36,17 @@ Status ReadField(TreeReader& r, const uint8_t* data, uint64_t used, BatchField* 
   f->variable = true;
   f->items.resize(n);
   for (TensorView& t : f->items) {
-    if (!r.Get(&tag) || tag != static_cast<uint8_t>(Tag::kTensor)) return Bad("list item");
+    if (!r.Get(&tag)) return Bad("list item");
+    if (tag == static_cast<uint8_t>(Tag::kStrAt) || tag == static_cast<uint8_t>(Tag::kBytesAt)) {
+      uint64_t off, n;  // a str or bytes sample: its bytes, a uint8 view
+      if (!r.Get(&off) || !r.Get(&n) || off > used || n > used - off) return Bad("string location");
+      t.dtype = ElementType::kUInt8;
+      t.shape = {static_cast<int64_t>(n)};
+      t.data = data + off;
+      t.nbytes = n;
+      continue;
+    }
+    if (tag != static_cast<uint8_t>(Tag::kTensor)) return Bad("list item");
     STOKER_RETURN_IF_ERROR(ReadTensor(r, data, used, &t));
   }
   return Status::OK();

@@ -1,6 +1,5 @@
 #include "collate/native_collate.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "shm/arena.h"
@@ -19,11 +18,9 @@ NativeCollate::NativeCollate(const std::vector<FieldSpec>& fields, uint64_t n, b
   for (uint64_t i = 0; i < n; ++i)
     for (size_t f = 0; f < nf; ++f)
       sample_bytes_[i * nf + f] = fields_[f].variable && sample_bytes ? (*sample_bytes)[i * nf + f] : fields_[f].bytes();
-  // The tree of all n samples is the largest; leaves go after it.  (A str
-  // or bytes sample is in the tree too: written there from its leaf, which
-  // the reader filled, by WriteHeader.)
+  // The tree of all n samples is the largest; leaves go after it.
   TreeWriter tree;
-  BuildTree(&tree, nullptr, nullptr);
+  BuildTree(&tree, nullptr);
   uint64_t at = AlignUp(sizeof(BatchHeader) + tree.size(), kLeafAlign);
   offsets_.assign(nf, 0);
   var_offsets_.resize(nf);
@@ -41,7 +38,7 @@ NativeCollate::NativeCollate(const std::vector<FieldSpec>& fields, uint64_t n, b
   total_ = at;
 }
 
-void NativeCollate::BuildTree(TreeWriter* tree, const std::vector<uint64_t>* kept, const uint8_t* region) const {
+void NativeCollate::BuildTree(TreeWriter* tree, const std::vector<uint64_t>* kept) const {
   const size_t nf = fields_.size();
   const uint64_t k = kept ? kept->size() : n_;
   auto pos = [&](uint64_t j) { return kept ? (*kept)[j] : j; };
@@ -79,15 +76,9 @@ void NativeCollate::BuildTree(TreeWriter* tree, const std::vector<uint64_t>* kep
       const uint64_t b = sample_bytes_[i * nf + f];
       const uint64_t at = var_offsets_.empty() || var_offsets_[f].empty() ? 0 : var_offsets_[f][i];
       if (fs.leaf == FieldLeaf::kTensor) return leaf(fs.dtype, true, b / es, {}, at, b);
-      tree->PutTag(fs.leaf == FieldLeaf::kStr ? Tag::kStr : Tag::kBytes);
-      tree->Put<uint32_t>(static_cast<uint32_t>(b));
-      if (region) {
-        tree->PutBytes(region + at, b);
-      } else {
-        static const char zeros[256] = {};
-        for (uint64_t left = b; left > 0; left -= std::min<uint64_t>(left, sizeof zeros))
-          tree->PutBytes(zeros, std::min<uint64_t>(left, sizeof zeros));
-      }
+      tree->PutTag(fs.leaf == FieldLeaf::kStr ? Tag::kStrAt : Tag::kBytesAt);
+      tree->Put<uint64_t>(at);
+      tree->Put<uint64_t>(b);
     };
     if (!batched_) {
       one(0);
@@ -109,7 +100,7 @@ void NativeCollate::WriteHeader(uint8_t* region, const std::vector<uint64_t>* ke
     }
   }
   TreeWriter tree;
-  BuildTree(&tree, kept, region);
+  BuildTree(&tree, kept);
   BatchHeader h{kBatchMagic, kBatchVersion, sizeof(BatchHeader), tree.size(), total_};
   std::memcpy(region, &h, sizeof h);
   std::memcpy(region + sizeof h, tree.bytes().data(), tree.size());

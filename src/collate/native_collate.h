@@ -3,7 +3,7 @@
 //   - a fixed field is one tensor [n, *shape] (without the n for an unbatched
 //     sample, batch_size=None);
 //   - a variable field is a list of n 1-D tensors, each its own length (a
-//     str or bytes field's: a list of str or bytes, held in the tree);
+//     str or bytes field's: a list of str or bytes made from the leaves);
 //   - one unnamed field is the batch itself, else a dict by field name, or
 //     for a dataset of tuples a list of the fields (a tuple unbatched).
 // The header is written last (WriteHeader), when it is known which samples
@@ -38,9 +38,7 @@ class NativeCollate {
   void WriteHeader(uint8_t* region, const std::vector<uint64_t>* kept = nullptr) const;
 
  private:
-  // region: the batch's bytes, whose str and bytes samples go into the
-  // tree (null: room for them).
-  void BuildTree(TreeWriter* tree, const std::vector<uint64_t>* kept, const uint8_t* region) const;
+  void BuildTree(TreeWriter* tree, const std::vector<uint64_t>* kept) const;
   std::vector<FieldSpec> fields_;
   uint64_t n_;
   bool batched_, dict_, tuple_;

@@ -60,6 +60,8 @@ enum class Tag : uint8_t {
   kNamedTuple = 'N',// child: the type (a kPickle node), u32 n, n children
   kStr = 'S',       // u32 len, utf-8 bytes
   kBytes = 'B',     // u32 len, bytes
+  kStrAt = 's',     // u64 offset, u64 nbytes: a str whose UTF-8 bytes are a leaf
+  kBytesAt = 'y',   // u64 offset, u64 nbytes: a bytes object whose bytes are a leaf
   kInt = 'I',       // i64
   kFloat = 'F',     // f64
   kBool = 'b',      // u8

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "api/batch_impl.h"
 #include "collate/native_collate.h"
 
 namespace stoker {
@@ -31,8 +32,8 @@ TEST(NativeCollate, TensorAndDictLayouts) {
 }
 
 // A str or bytes field: each sample's bytes, written to its leaf by the
-// reader, are in the tree as a str (bytes) node of a list; samples left out
-// are left out of the list.
+// reader, are named by a str (bytes) node of a list, by offset; samples left
+// out are left out of the list.
 TEST(NativeCollate, StrAndBytesSamplesGoIntoTheTree) {
   FieldSpec s{"s", ElementType::kUInt8, {}, true};
   s.leaf = FieldLeaf::kStr;
@@ -60,18 +61,48 @@ TEST(NativeCollate, StrAndBytesSamplesGoIntoTheTree) {
   EXPECT_EQ(str(), "s");
   ASSERT_EQ(tag(), Tag::kList);
   ASSERT_EQ(u32(), 2u);
+  auto at = [&] {
+    uint64_t off, n;
+    std::memcpy(&off, p, 8), std::memcpy(&n, p + 8, 8);
+    p += 16;
+    return std::string(reinterpret_cast<const char*>(region.data() + off), n);
+  };
   for (size_t i : kept) {
-    ASSERT_EQ(tag(), Tag::kStr);
-    EXPECT_EQ(str(), text[i]);
+    ASSERT_EQ(tag(), Tag::kStrAt);
+    EXPECT_EQ(at(), text[i]);
   }
   ASSERT_EQ(tag(), Tag::kStr);
   EXPECT_EQ(str(), "b");
   ASSERT_EQ(tag(), Tag::kList);
   ASSERT_EQ(u32(), 2u);
   for (size_t i : kept) {
-    ASSERT_EQ(tag(), Tag::kBytes);
-    EXPECT_EQ(str(), raw[i]);
+    ASSERT_EQ(tag(), Tag::kBytesAt);
+    EXPECT_EQ(at(), raw[i]);
   }
+}
+
+// The C++ API's batch (api/batch.cc) reads a str or bytes sample as a
+// uint8 view of its bytes.
+TEST(NativeCollate, StrSamplesAreByteViewsInTheCppBatch) {
+  FieldSpec s{"s", ElementType::kUInt8, {}, true};
+  s.leaf = FieldLeaf::kStr;
+  const std::vector<std::string> text = {"ab", "", "cde"};
+  std::vector<uint64_t> sizes = {2, 0, 3};
+  NativeCollate c({s}, 3, true, &sizes);
+  std::vector<uint8_t> region(c.total_bytes());
+  for (size_t i = 0; i < 3; ++i) std::memcpy(c.Sample(region.data(), 0, i), text[i].data(), text[i].size());
+  c.WriteHeader(region.data());
+  Batch::Impl impl;
+  ASSERT_TRUE(ParseNativeBatch(region.data(), region.size(), &impl, nullptr).ok());
+  ASSERT_EQ(impl.fields.size(), 1u);
+  ASSERT_TRUE(impl.fields[0].variable);
+  ASSERT_EQ(impl.fields[0].items.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const TensorView& t = impl.fields[0].items[i];
+    EXPECT_EQ(t.dtype, ElementType::kUInt8);
+    EXPECT_EQ(std::string(static_cast<const char*>(t.data), t.nbytes), text[i]);
+  }
+  EXPECT_EQ(impl.size, 3u);
 }
 
 }  // namespace
