@@ -32,14 +32,21 @@
 #include <vector>
 
 #include "stoker/native_dataset.h"
+#include "stoker/store.h"
 
 namespace stoker {
 
+// Paths are local files, or URLs of files in a store (stoker/store.h):
+// http(s)://host/dir/a.parquet, s3://bucket/prefix/a.parquet, of which only
+// the footer (Arrow reads a file's last 64 KiB for it) and the column chunks
+// read are fetched, by range requests; "s3://bucket/prefix/" (a trailing
+// slash) is every .parquet object under the prefix.
 struct ParquetOptions {
   std::vector<std::string> columns;  // empty: every column of the first file
   uint32_t window = 32;              // row groups read together in a shuffled epoch
   bool null_mask = false;            // nulls: an error (false), or "<column>.valid" fields
   uint64_t cache_bytes = 0;          // decoded row groups kept; 0: the window's largest, and 64 MiB more
+  StoreOptions store;                // remote files
 };
 
 // Counters of the reads, for stats() and tests.
@@ -48,6 +55,7 @@ struct ParquetStats {
   uint64_t decoded_bytes = 0;       // held by the cache now
   uint64_t peak_decoded_bytes = 0;
   uint64_t evictions = 0;
+  uint64_t requests = 0, bytes_fetched = 0;  // remote files: range requests (and sizes asked), bytes received
 };
 
 class ParquetDataset : public NativeDataset {

@@ -1,13 +1,19 @@
 // The _stoker_parquet extension module: stoker.io.ParquetDataset over
-// Apache Arrow's C++ Parquet reader (src/parquet/), apart from _stoker so
+// Apache Arrow's C++ Parquet reader (src/parquet/), local or remote files
+// (its Store::Open reaches http(s):// and s3:// through stoker._stoker_remote,
+// as _stoker's does: python/glue/remote_stores.cc), apart from _stoker so
 // that only a program that reads Parquet loads libarrow and libparquet (the
 // pyarrow wheel's, which stoker.parquet imports first).  Its ParquetDataset
 // derives from the NativeDataset that _stoker registers.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
+
 #include "glue/errors.h"
 #include "glue/py_pump.h"
+#include "glue/remote_stores.h"
+#include "glue/store_values.h"
 #include "order/index_order.h"
 #include "stoker/parquet_dataset.h"
 
@@ -19,10 +25,16 @@ using stoker::glue::EpochOrderHandle;
 PYBIND11_MODULE(_stoker_parquet, m) {
   m.doc() = "stoker's Parquet reader (see python/stoker/parquet.py for the public API)";
   py::module_::import("stoker._stoker");  // (NativeDataset, ParquetDataset's base)
+  // http(s):// and s3:// files: this module's Store::Open loads
+  // stoker._stoker_remote (libcurl) on first use, as _stoker's does.
+  stoker::glue::RegisterRemoteStoreSchemes();
   py::class_<ParquetDataset, NativeDataset, std::shared_ptr<ParquetDataset>>(m, "ParquetDataset")
       .def_static("open", [](const std::vector<std::string>& paths, const std::vector<std::string>& columns,
-                             uint32_t window, bool null_mask, uint64_t cache_bytes) {
-             ParquetOptions o{columns, window, null_mask, cache_bytes};
+                             uint32_t window, bool null_mask, uint64_t cache_bytes,
+                             const std::map<std::string, std::string>& storage_options) {
+             ParquetOptions o{columns, window, null_mask, cache_bytes, StoreOptions{}};
+             o.store.s3 = glue::S3FromMap(storage_options);
+             for (const std::string& p : paths) Check(glue::LoadRemoteStoresFor(p));
              Result<std::unique_ptr<ParquetDataset>> r = [&] {
                py::gil_scoped_release nogil;  // (every footer is read)
                return ParquetDataset::Open(paths, o);
@@ -39,6 +51,8 @@ PYBIND11_MODULE(_stoker_parquet, m) {
       .def("stats", [](ParquetDataset& d) {
              ParquetStats s = d.stats();
              py::dict out;
+             out["requests"] = s.requests;
+             out["bytes_fetched"] = s.bytes_fetched;
              out["row_groups_decoded"] = s.row_groups_decoded;
              out["decoded_bytes"] = s.decoded_bytes;
              out["peak_decoded_bytes"] = s.peak_decoded_bytes;

