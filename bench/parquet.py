@@ -12,6 +12,7 @@ numbers, lists of str and bytes for text and img.  Rows/s, warm page cache.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import warnings
 import tempfile
@@ -78,6 +79,11 @@ def timed(it, total_rows) -> float:
         rows += len(b["id"])
     dt = time.perf_counter() - t0
     assert rows == total_rows, (rows, total_rows)
+    # The loader's threads and processes go before the next one is timed
+    # (a peer's prefetch threads left running would slow the next loader).
+    del it, b
+    gc.collect()
+    time.sleep(1.0)
     return rows / dt
 
 
