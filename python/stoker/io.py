@@ -130,6 +130,22 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'stoker.io' has no attribute {name!r}")
 
 
+def source_of(dataset, kind):
+    """The dataset of type `kind` under `dataset` (itself, or through
+    MappedDataset and native transforms), or None."""
+    for _ in range(16):
+        if isinstance(dataset, kind):
+            return dataset
+        if isinstance(dataset, MappedDataset):
+            dataset = dataset.base
+        elif isinstance(dataset, NativeDataset) and getattr(dataset, "_args", None) and \
+                isinstance(dataset._args[0], NativeDataset):
+            dataset = dataset._args[0]  # a native transform over it
+        else:
+            return None
+    return None
+
+
 class NativeDataset(_Base):
     """Base of the datasets stoker reads natively."""
 

@@ -20,7 +20,7 @@ from typing import Iterator, Mapping, Optional, Sequence
 from stoker import _native as N
 from stoker._store import _storage_options
 from stoker._sampling import EpochPasses
-from stoker.io import NativeDataset, _field_value, _paths
+from stoker.io import NativeDataset, _field_value, _paths, source_of
 
 
 def _module():
@@ -165,18 +165,7 @@ class RowGroupSampler(EpochPasses, _SamplerBase):
 
 def parquet_source(dataset) -> Optional[ParquetDataset]:
     """The ParquetDataset `dataset` is (or maps), or None."""
-    from stoker.io import MappedDataset
-    for _ in range(16):
-        if isinstance(dataset, ParquetDataset):
-            return dataset
-        if isinstance(dataset, MappedDataset):
-            dataset = dataset.base
-        elif isinstance(dataset, NativeDataset) and getattr(dataset, "_args", None) and \
-                isinstance(dataset._args[0], NativeDataset):
-            dataset = dataset._args[0]
-        else:
-            return None
-    return None
+    return source_of(dataset, ParquetDataset)
 
 
 __all__ = ["ParquetDataset", "RowGroupSampler"]

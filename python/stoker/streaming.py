@@ -349,20 +349,8 @@ def _rebuild_reader(kwargs, shards, transform):
 def streaming_source(dataset):
     """The StreamingDataset under `dataset` (through native transforms and
     MappedDataset), or None."""
-    from stoker.io import MappedDataset
-    seen = 0
-    while dataset is not None and seen < 16:
-        if isinstance(dataset, StreamingDataset):
-            return dataset
-        if isinstance(dataset, MappedDataset):
-            dataset = dataset.base
-        elif isinstance(dataset, NativeDataset) and getattr(dataset, "_args", None) and \
-                isinstance(dataset._args[0], NativeDataset):
-            dataset = dataset._args[0]  # a native transform over it
-        else:
-            return None
-        seen += 1
-    return None
+    from stoker.io import source_of
+    return source_of(dataset, StreamingDataset)
 
 
 class StreamingSampler(EpochPasses, _SamplerBase):

@@ -125,6 +125,14 @@ struct ParquetDataset::Impl {
     return static_cast<uint32_t>(it - groups.begin() - 1);
   }
 
+  // Row `index`: its row group g, its row there and the decoded row group.
+  Result<RowGroupCache::Table> Locate(const ParquetDataset& self, uint64_t index, uint32_t* g, int64_t* row) {
+    if (index >= rows) return Status::InvalidArgument(self.Describe() + ": no row " + std::to_string(index));
+    *g = GroupOf(index);
+    *row = static_cast<int64_t>(index - groups[*g].first);
+    return cache->Get(*g);
+  }
+
   std::string Where(uint32_t g) const {
     return files[group_file[g]]->path + ", row group " + std::to_string(group_local[g]);
   }
@@ -311,10 +319,9 @@ std::string ParquetDataset::DescribeSample(uint64_t index) const {
 
 Status ParquetDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
   Impl& m = *impl_;
-  if (index >= m.rows) return Status::InvalidArgument(Describe() + ": no row " + std::to_string(index));
-  const uint32_t g = m.GroupOf(index);
-  STOKER_ASSIGN_OR_RETURN(RowGroupCache::Table t, m.cache->Get(g));
-  const int64_t row = static_cast<int64_t>(index - m.groups[g].first);
+  uint32_t g;
+  int64_t row;
+  STOKER_ASSIGN_OR_RETURN(RowGroupCache::Table t, m.Locate(*this, index, &g, &row));
   for (size_t c = 0; c < m.columns.size(); ++c) {
     bytes[m.field_of[c]] = m.columns[c].Bytes(*t->column(static_cast<int>(c))->chunk(0), row);
     if (m.mask_of[c] >= 0) bytes[m.mask_of[c]] = 1;
@@ -324,10 +331,9 @@ Status ParquetDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
 
 Status ParquetDataset::Read(uint64_t index, uint8_t* const* dst) {
   Impl& m = *impl_;
-  if (index >= m.rows) return Status::InvalidArgument(Describe() + ": no row " + std::to_string(index));
-  const uint32_t g = m.GroupOf(index);
-  STOKER_ASSIGN_OR_RETURN(RowGroupCache::Table t, m.cache->Get(g));
-  const int64_t row = static_cast<int64_t>(index - m.groups[g].first);
+  uint32_t g;
+  int64_t row;
+  STOKER_ASSIGN_OR_RETURN(RowGroupCache::Table t, m.Locate(*this, index, &g, &row));
   for (size_t c = 0; c < m.columns.size(); ++c) {
     const arrow::Array& a = *t->column(static_cast<int>(c))->chunk(0);
     const bool valid = a.IsValid(row);
