@@ -7,7 +7,10 @@ fixed_size_list<float32>[256], text (~200 B), img binary (1-4 KB).  Every
 loader turns each batch into what a training loop takes: tensors for the
 numbers, lists of str and bytes for text and img.  Rows/s, warm page cache.
 
-    python bench/parquet.py --files 8 --groups 8 --rows 2048
+    python bench/parquet.py --files 8 --groups 8 --rows 2048 [--cold]
+
+--cold drops the files from the page cache before each run
+(posix_fadvise DONTNEED), so that every loader reads them from the disk.
 """
 from __future__ import annotations
 
@@ -72,6 +75,17 @@ class RowGroups(torch.utils.data.Dataset):
         return to_torch(t.combine_chunks().to_batches()[0])
 
 
+def evict(paths) -> None:
+    """The files' pages out of the page cache (a cold read follows)."""
+    os.sync()
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def timed(it, total_rows) -> float:
     t0 = time.perf_counter()
     rows = 0
@@ -95,12 +109,14 @@ def main():
     ap.add_argument("--rows", type=int, default=2048)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--cold", action="store_true", help="each run reads the files out of the page cache")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=os.environ.get("STOKER_BENCH_DIR")) as d:
         n = write(d, a.files, a.groups, a.rows)
         paths = sorted(os.path.join(d, f) for f in os.listdir(d))
         size = sum(os.path.getsize(p) for p in paths)
-        print(f"{a.files} files x {a.groups} row groups x {a.rows} rows = {n} rows, {size / 2**20:.0f} MiB (zstd)")
+        print(f"{a.files} files x {a.groups} row groups x {a.rows} rows = {n} rows, {size / 2**20:.0f} MiB (zstd), "
+              f"{'cold' if a.cold else 'warm'} page cache")
         # (a new dataset for each run: nothing decoded by an earlier run is kept)
         runs = {
             "pyarrow to_batches(use_threads=True) + from_numpy":
@@ -116,6 +132,8 @@ def main():
         best = {k: 0.0 for k in runs}
         for _ in range(a.rounds):
             for k, make in runs.items():
+                if a.cold:
+                    evict(paths)
                 best[k] = max(best[k], timed(make(), n))
         base = best["pyarrow to_batches(use_threads=True) + from_numpy"]
         print(f"| loader | rows/s | vs pyarrow |\n|---|---|---|")

@@ -3,7 +3,8 @@ of the weights at every prefix of the epoch, each source read once per
 source-epoch, resumable on another topology like any map-style dataset."""
 import collections
 import os
-import threading
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -88,16 +89,30 @@ def test_a_mix_resumes_on_4_3_6_1_ranks_with_every_position_once():
     assert counts == want
 
 
+THOUSAND = """
+import os, sys, threading
+sys.path.insert(0, {here!r})
+import stoker
+from test_mix import Source, pairs
+k = int(sys.argv[1])
+sizes = [max(1, int(5000 / (i + 1) ** 1.1)) for i in range(k)]
+mix = stoker.Mix([Source(i, n) for i, n in enumerate(sizes)], [1 / (i + 1) ** 1.1 for i in range(k)],
+                 epoch_samples=4000)
+loader = stoker.DataLoader(mix, batch_size=100, num_workers=1)
+it = iter(loader)
+got = pairs(it)
+print(len(got), threading.active_count(), len(os.listdir("/proc/self/fd")), loader.stats()["tree_pss"])
+"""
+
+
 def test_a_thousand_sources_cost_no_thread_and_little_memory():
     def run(k):
-        sizes = [max(1, int(5000 / (i + 1) ** 1.1)) for i in range(k)]
-        mix = stoker.Mix([Source(i, n) for i, n in enumerate(sizes)], [1 / (i + 1) ** 1.1 for i in range(k)],
-                         epoch_samples=4000)
-        loader = stoker.DataLoader(mix, batch_size=100, num_workers=1)
-        it = iter(loader)
-        got = pairs(it)
-        threads, fds = threading.active_count(), len(os.listdir("/proc/self/fd"))
-        return len(got), threads, fds, loader.stats()["tree_pss"]
+        # (each in a process of its own: the memory of the tests before it,
+        # and a loader of theirs let go while this one runs, are not counted)
+        code = THOUSAND.format(here=os.path.dirname(os.path.abspath(__file__)))
+        out = subprocess.run([sys.executable, "-c", code, str(k)], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return [int(v) for v in out.stdout.split()[-4:]]
     small, big = run(10), run(1000)
     assert small[0] == big[0] == 4000
     assert big[1] == small[1] and abs(big[2] - small[2]) <= 2
