@@ -118,6 +118,8 @@ struct ParquetDataset::Impl {
   uint64_t rows = 0;
   std::unique_ptr<RowGroupCache> cache;
   std::shared_ptr<FetchCounters> fetched = std::make_shared<FetchCounters>();
+  static constexpr uint64_t kIdleReaders = 64;
+  std::atomic<uint64_t> idle_readers{0};  // readers kept open, over every file
 
   uint32_t GroupOf(uint64_t index) const {
     auto it = std::upper_bound(groups.begin(), groups.end(), index,
@@ -142,7 +144,10 @@ struct ParquetDataset::Impl {
     std::unique_ptr<parquet::arrow::FileReader> r;
     {
       std::lock_guard<std::mutex> l(f.mu);
-      if (!f.idle.empty()) r = std::move(f.idle.back()), f.idle.pop_back();
+      if (!f.idle.empty()) {
+        r = std::move(f.idle.back()), f.idle.pop_back();
+        idle_readers.fetch_sub(1, std::memory_order_relaxed);
+      }
     }
     if (!r) {
       STOKER_ASSIGN_OR_RETURN(r, OpenReader(f.path, f.meta, o.store, fetched));
@@ -168,8 +173,14 @@ struct ParquetDataset::Impl {
       return Status::DataLoss(Where(g) + NameTheColumn(*r, g) + ": " + why);
     }
     {
+      // Kept open for the file's next row group: two per file, kIdleReaders
+      // in all (an open file, or a remote store's connection, each).
       std::lock_guard<std::mutex> l(f.mu);
-      if (f.idle.size() < 2) f.idle.push_back(std::move(r));
+      if (f.idle.size() < 2 && idle_readers.fetch_add(1, std::memory_order_relaxed) < kIdleReaders) {
+        f.idle.push_back(std::move(r));
+      } else if (f.idle.size() < 2) {
+        idle_readers.fetch_sub(1, std::memory_order_relaxed);
+      }
     }
     return RowGroupCache::Table(std::move(t));
   }

@@ -335,3 +335,23 @@ def test_s3_objects_and_a_listed_prefix_are_read_by_range_requests(tmp_path):
         assert len(one) == 1200 and int(one[0]["id"]) == 1000
     finally:
         server.stop()
+
+
+def test_many_files_keep_a_bounded_number_open(tmp_path):
+    for f in range(100):
+        pq.write_table(pa.table({"id": pa.array(np.arange(f * 10, f * 10 + 10, dtype=np.int64))}),
+                       tmp_path / f"p-{f:03d}.parquet")
+    ds = stoker.io.ParquetDataset(tmp_path)
+
+    def open_parquet():
+        n = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                n += os.readlink(f"/proc/self/fd/{fd}").endswith(".parquet")
+            except OSError:  # (closed meanwhile)
+                pass
+        return n
+    assert open_parquet() == 0, "opening reads each footer and closes the file"
+    got = [i for b in stoker.DataLoader(ds, batch_size=64, num_workers=2) for i in b["id"].tolist()]
+    assert got == list(range(1000))
+    assert open_parquet() <= 64
