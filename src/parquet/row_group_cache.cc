@@ -2,7 +2,10 @@
 
 #include <arrow/util/byte_size.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 
 namespace stoker {
 
@@ -10,12 +13,51 @@ RowGroupCache::RowGroupCache(uint32_t row_groups, uint64_t budget, std::function
                              std::function<uint64_t(uint32_t)> estimate)
     : budget_(budget), decode_(std::move(decode)), estimate_(std::move(estimate)), entries_(row_groups) {}
 
+RowGroupCache::~RowGroupCache() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (ahead_thread_ && owner_ == getpid()) {
+    ahead_thread_->join();
+  } else {
+    (void)ahead_thread_.release();  // (a forked copy: the thread is its parent's)
+  }
+}
+
 void RowGroupCache::SetAhead(std::vector<uint32_t> order) {
   std::lock_guard<std::mutex> g(mu_);
   ahead_ = std::move(order);
   ahead_at_.assign(entries_.size(), UINT32_MAX);
   for (uint32_t i = 0; i < ahead_.size(); ++i)
     if (ahead_[i] < entries_.size() && ahead_at_[ahead_[i]] == UINT32_MAX) ahead_at_[ahead_[i]] = i;
+  reached_ = 0;
+  owner_ = getpid();  // (the first read here starts the decoder ahead)
+  cv_.notify_all();
+}
+
+bool RowGroupCache::FitsLocked(uint32_t g) const {
+  uint64_t freeable = 0;
+  for (const Entry& x : entries_) freeable += x.state == kReady && x.finished && x.table.use_count() == 1 ? x.bytes : 0;
+  return stats_.decoded_bytes - freeable + estimate_(g) <= budget_;
+}
+
+void RowGroupCache::AheadMain() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stop_) {
+    // The first row group not begun from the furthest one a reader asked
+    // for on, within three of it, while it fits.
+    bool did = false;
+    for (uint32_t i = reached_; i < ahead_.size() && i <= reached_ + 2 && !did; ++i) {
+      const uint32_t g = ahead_[i];
+      if (entries_[g].state != kEmpty) continue;
+      if (!FitsLocked(g)) break;
+      LoadLocked(l, g);
+      did = true;
+    }
+    if (!did) cv_.wait_for(l, std::chrono::milliseconds(100));
+  }
 }
 
 void RowGroupCache::MakeRoomLocked(uint64_t need) {
@@ -56,6 +98,12 @@ void RowGroupCache::LoadLocked(std::unique_lock<std::mutex>& l, uint32_t g) {
 
 Result<RowGroupCache::Table> RowGroupCache::Get(uint32_t g) {
   std::unique_lock<std::mutex> l(mu_);
+  if (g < ahead_at_.size() && ahead_at_[g] != UINT32_MAX && ahead_at_[g] > reached_) {
+    reached_ = ahead_at_[g];
+    cv_.notify_all();  // (the decoder ahead goes on from here)
+  }
+  if (!ahead_thread_ && !ahead_.empty() && owner_ == getpid())
+    ahead_thread_ = std::make_unique<std::thread>([this] { AheadMain(); });
   for (;;) {
     Entry& e = entries_[g];
     if (e.state == kReady) {
@@ -75,11 +123,7 @@ Result<RowGroupCache::Table> RowGroupCache::Get(uint32_t g) {
       for (uint32_t i = ahead_at_[g] + 1; i < ahead_.size() && i <= ahead_at_[g] + 4; ++i) {
         const uint32_t h = ahead_[i];
         if (entries_[h].state != kEmpty) continue;
-        // Room: free, or taken by row groups whose rows were all read.
-        uint64_t freeable = 0;
-        for (const Entry& x : entries_)
-          freeable += x.state == kReady && x.finished && x.table.use_count() == 1 ? x.bytes : 0;
-        if (stats_.decoded_bytes - freeable + estimate_(h) > budget_) break;
+        if (!FitsLocked(h)) break;  // (room: free, or taken by row groups whose rows were all read)
         LoadLocked(l, h);
         helped = true;
         break;
@@ -95,6 +139,7 @@ void RowGroupCache::Finished(uint32_t g) {
   if (e.state != kReady) return;
   e.finished = true;
   e.used = 0;  // (dropped first)
+  cv_.notify_all();  // (room for the decoder ahead)
 }
 
 ParquetStats RowGroupCache::stats() const {

@@ -1,6 +1,7 @@
 // RowGroupCache: decoded row groups of a ParquetDataset under a byte
 // budget, shared by the reader threads.  Each row group is decoded by one
-// thread; a thread that needs a row group another is decoding decodes the
+// thread: the cache's decoder ahead (SetAhead), or a reader that needs it; a
+// thread that needs a row group another is decoding decodes the
 // next one of the epoch's order meanwhile (when there is room, or room
 // taken by row groups whose rows were all read), so that readers reading in
 // order decode in parallel.  Finished row groups, then the least recently
@@ -17,7 +18,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "stoker/parquet_dataset.h"
 #include "stoker/status.h"
@@ -31,12 +35,18 @@ class RowGroupCache {
   // its decoded bytes before decoding (for the room check).
   RowGroupCache(uint32_t row_groups, uint64_t budget, std::function<Result<Table>(uint32_t)> decode,
                 std::function<uint64_t(uint32_t)> estimate);
+  ~RowGroupCache();
 
   Result<Table> Get(uint32_t g);
   // Every row of g was read (this epoch): g goes first when room is needed,
   // and its room may take the next row group ahead.
   void Finished(uint32_t g);
-  // The row groups in the order readers will first need them.
+  // The row groups in the order readers will first need them.  The first
+  // read in this process (not in a process forked from it) then starts a
+  // thread that decodes ahead of the readers in that order: the loader's
+  // prefetch keeps readers only a few batches ahead, less than a row group,
+  // so without it a row group is read and decoded only when a reader
+  // reaches it (a cold sequential epoch waited for each file read).
   void SetAhead(std::vector<uint32_t> order);
   ParquetStats stats() const;
   uint64_t budget() const { return budget_; }
@@ -55,6 +65,10 @@ class RowGroupCache {
   void MakeRoomLocked(uint64_t need);
   // Under mu_ (released meanwhile): decodes g and publishes it.
   void LoadLocked(std::unique_lock<std::mutex>& l, uint32_t g);
+  // Under mu_: whether g (not begun) fits now, counting the room finished
+  // row groups take.
+  bool FitsLocked(uint32_t g) const;
+  void AheadMain();
 
   const uint64_t budget_;
   std::function<Result<Table>(uint32_t)> decode_;
@@ -65,6 +79,10 @@ class RowGroupCache {
   std::vector<uint32_t> ahead_;    // the order of first use
   std::vector<uint32_t> ahead_at_;  // row group -> its place in ahead_
   uint64_t tick_ = 0;
+  uint32_t reached_ = 0;  // the furthest place in ahead_ a reader asked for
+  bool stop_ = false;
+  std::unique_ptr<std::thread> ahead_thread_;  // the decoder ahead
+  pid_t owner_ = 0;  // the process that set the order (a forked child starts no decoder)
   ParquetStats stats_;
 };
 
