@@ -121,6 +121,9 @@ struct ParquetDataset::Impl {
   static constexpr uint64_t kIdleReaders = 64;
   std::atomic<uint64_t> idle_readers{0};  // readers kept open, over every file
 
+  // The cache's decoder ahead stops before the members its decodes use go.
+  ~Impl() { cache.reset(); }
+
   uint32_t GroupOf(uint64_t index) const {
     auto it = std::upper_bound(groups.begin(), groups.end(), index,
                                [](uint64_t i, const std::pair<uint64_t, uint64_t>& g) { return i < g.first; });
