@@ -1,6 +1,6 @@
-// One sample of a native dataset as bytes per field, for the slow path
-// (__getitem__): sizes asked, buffers made, `read` fills them, all without
-// the GIL.
+// One sample of a native dataset as bytes per field (a str field's as a
+// str), for the slow path (__getitem__): sizes asked, buffers made, `read`
+// fills them, all without the GIL.
 #ifndef STOKER_PYTHON_GLUE_READ_SAMPLE_H_
 #define STOKER_PYTHON_GLUE_READ_SAMPLE_H_
 
@@ -32,7 +32,9 @@ pybind11::list ReadSample(NativeDataset& d, uint64_t index, Read&& read) {
   }
   Check(st);
   pybind11::list out;
-  for (const std::string& b : bufs) out.append(pybind11::bytes(b));
+  for (size_t f = 0; f < bufs.size(); ++f)  // (a str field's sample as the str, as in a batch)
+    if (d.fields()[f].leaf == FieldLeaf::kStr) out.append(pybind11::str(bufs[f]));
+    else out.append(pybind11::bytes(bufs[f]));
   return out;
 }
 

@@ -113,8 +113,9 @@ def _tar_decls(fields, what: str) -> list[tuple]:
 def _field_value(data: bytes, dtype: str, shape, variable: bool):
     """One field of a sample read in Python: a numpy array; a variable field
     of bytes (uint8: a tar member's) as its raw bytes (default_collate makes
-    a list of them; stoker's native batches hold a list of uint8 tensors),
-    of another dtype (a document's token ids) as a 1-D array."""
+    a list of them; stoker's native batches hold a list of uint8 tensors) or
+    its str (a Parquet string column's: `read` made it), of another dtype (a
+    document's token ids) as a 1-D array."""
     if variable:
         return data if dtype == "uint8" else np.frombuffer(data, dtype=dtype).copy()
     return np.frombuffer(data, dtype=dtype).reshape(shape).copy()

@@ -20,7 +20,7 @@ from typing import Iterator, Mapping, Optional, Sequence
 from stoker import _native as N
 from stoker._store import _storage_options
 from stoker._sampling import EpochPasses
-from stoker.io import NativeDataset, _field_value, _paths, source_of
+from stoker.io import NativeDataset, _paths, source_of
 
 
 def _module():
@@ -81,18 +81,6 @@ class ParquetDataset(NativeDataset):
         self._native = _module().ParquetDataset.open(files, cols, shuffle_window, bool(null_mask), cache_bytes or 0,
                                                      opts)
         self._leaves = list(self._native.leaves)
-
-    def __getitem__(self, index: int):
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self._native.describe()} ({len(self)} rows)")
-        parts = self._native.read(int(index))
-        out = {}
-        for b, (name, dtype, shape, variable), leaf in zip(parts, self._native.fields, self._leaves):
-            out[name] = b.decode() if leaf == "str" else b if leaf == "bytes" else \
-                _field_value(b, dtype, shape, variable)
-        return out
 
     @property
     def row_groups(self) -> list[tuple[int, int]]:
