@@ -37,12 +37,6 @@ void RowGroupCache::SetAhead(std::vector<uint32_t> order) {
   cv_.notify_all();
 }
 
-bool RowGroupCache::FitsLocked(uint32_t g) const {
-  uint64_t freeable = 0;
-  for (const Entry& x : entries_) freeable += x.state == kReady && x.finished && x.table.use_count() == 1 ? x.bytes : 0;
-  return stats_.decoded_bytes - freeable + estimate_(g) <= budget_;
-}
-
 void RowGroupCache::AheadMain() {
   std::unique_lock<std::mutex> l(mu_);
   while (!stop_) {
@@ -52,36 +46,41 @@ void RowGroupCache::AheadMain() {
     for (uint32_t i = reached_; i < ahead_.size() && i <= reached_ + 2 && !did; ++i) {
       const uint32_t g = ahead_[i];
       if (entries_[g].state != kEmpty) continue;
-      if (!FitsLocked(g)) break;
-      LoadLocked(l, g);
+      if (!LoadLocked(l, g, true)) break;
       did = true;
     }
     if (!did) cv_.wait_for(l, std::chrono::milliseconds(100));
   }
 }
 
-void RowGroupCache::MakeRoomLocked(uint64_t need) {
+bool RowGroupCache::MakeRoomLocked(uint64_t need, bool finished_only) {
   while (stats_.decoded_bytes + need > budget_) {
     Entry* victim = nullptr;
     for (Entry& e : entries_)
-      if (e.state == kReady && e.table.use_count() == 1 && (!victim || e.used < victim->used)) victim = &e;
-    if (!victim) return;  // every decoded row group is held by a reader
+      if (e.state == kReady && e.table.use_count() == 1 && (e.finished || !finished_only) &&
+          (!victim || e.used < victim->used))
+        victim = &e;
+    if (!victim) return false;  // every decoded row group is held by a reader (or unfinished)
     stats_.decoded_bytes -= victim->bytes;
     victim->table.reset();
     victim->bytes = 0;
     victim->state = kEmpty;
     ++stats_.evictions;
   }
+  return true;
 }
 
-void RowGroupCache::LoadLocked(std::unique_lock<std::mutex>& l, uint32_t g) {
+bool RowGroupCache::LoadLocked(std::unique_lock<std::mutex>& l, uint32_t g, bool ahead) {
   Entry& e = entries_[g];
+  const uint64_t estimate = estimate_(g);
+  if (!MakeRoomLocked(static_cast<uint64_t>(static_cast<double>(estimate) * size_ratio_), ahead) && ahead)
+    return false;
   e.state = kLoading;
-  MakeRoomLocked(estimate_(g));
   l.unlock();
   Result<Table> t = decode_(g);
   const uint64_t bytes = t.ok() ? static_cast<uint64_t>(arrow::util::TotalBufferSize(*t.value())) : 0;
   l.lock();
+  if (t.ok() && estimate > 0) size_ratio_ = std::max(size_ratio_, static_cast<double>(bytes) / estimate);
   if (t.ok()) {
     e.table = std::move(t).value();
     e.bytes = bytes;
@@ -94,6 +93,7 @@ void RowGroupCache::LoadLocked(std::unique_lock<std::mutex>& l, uint32_t g) {
     e.state = kFailed;
   }
   cv_.notify_all();
+  return true;
 }
 
 Result<RowGroupCache::Table> RowGroupCache::Get(uint32_t g) {
@@ -113,7 +113,7 @@ Result<RowGroupCache::Table> RowGroupCache::Get(uint32_t g) {
     }
     if (e.state == kFailed) return e.error;
     if (e.state == kEmpty) {
-      LoadLocked(l, g);
+      LoadLocked(l, g, false);
       continue;
     }
     // Another reader decodes g: decode the next row group not begun
@@ -123,9 +123,7 @@ Result<RowGroupCache::Table> RowGroupCache::Get(uint32_t g) {
       for (uint32_t i = ahead_at_[g] + 1; i < ahead_.size() && i <= ahead_at_[g] + 4; ++i) {
         const uint32_t h = ahead_[i];
         if (entries_[h].state != kEmpty) continue;
-        if (!FitsLocked(h)) break;  // (room: free, or taken by row groups whose rows were all read)
-        LoadLocked(l, h);
-        helped = true;
+        helped = LoadLocked(l, h, true);
         break;
       }
     }

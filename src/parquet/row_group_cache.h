@@ -60,14 +60,15 @@ class RowGroupCache {
     bool finished = false;         // every row read since it was last needed
     Status error;
   };
-  // Under mu_: drops unheld row groups, least recently used first, until
-  // `need` more bytes fit.
-  void MakeRoomLocked(uint64_t need);
-  // Under mu_ (released meanwhile): decodes g and publishes it.
-  void LoadLocked(std::unique_lock<std::mutex>& l, uint32_t g);
-  // Under mu_: whether g (not begun) fits now, counting the room finished
-  // row groups take.
-  bool FitsLocked(uint32_t g) const;
+  // Under mu_: drops unheld row groups (finished_only: finished ones only),
+  // finished then least recently used first, until `need` more bytes fit;
+  // whether they fit.
+  bool MakeRoomLocked(uint64_t need, bool finished_only);
+  // Under mu_ (released meanwhile): decodes g and publishes it.  ahead (a
+  // row group no reader waits for yet): only if the room is free or taken
+  // by finished row groups, never a row group readers are still reading;
+  // false, with nothing done, when there is no such room.
+  bool LoadLocked(std::unique_lock<std::mutex>& l, uint32_t g, bool ahead);
   void AheadMain();
 
   const uint64_t budget_;
@@ -79,6 +80,10 @@ class RowGroupCache {
   std::vector<uint32_t> ahead_;    // the order of first use
   std::vector<uint32_t> ahead_at_;  // row group -> its place in ahead_
   uint64_t tick_ = 0;
+  // Decoded bytes per estimated byte, the most seen: the room asked for a
+  // row group is its estimate times this (Arrow's buffers are larger than
+  // the uncompressed column chunks the estimate counts).
+  double size_ratio_ = 1.0;
   uint32_t reached_ = 0;  // the furthest place in ahead_ a reader asked for
   bool stop_ = false;
   std::unique_ptr<std::thread> ahead_thread_;  // the decoder ahead

@@ -164,6 +164,33 @@ TEST(RowGroupCache, FinishedRowGroupsGoFirstAndHeldOnesStay) {
   EXPECT_LE(cache.stats().peak_decoded_bytes, 3 * 800u + 1024);
 }
 
+// The decoder ahead takes only free room or room finished row groups hold:
+// a row group readers are still reading is never dropped for one they have
+// not asked for yet.
+TEST(RowGroupCache, TheDecoderAheadNeverDropsARowGroupStillBeingRead) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  std::atomic<int> decodes{0};
+  RowGroupCache cache(
+      3, 2000,  // two row groups of 800 bytes fit
+      [&](uint32_t) -> Result<RowGroupCache::Table> {
+        ++decodes;
+        return RowGroupCache::Table(Ints(0, 100));
+      },
+      [](uint32_t) { return 300; });  // (an estimate short of the 800 bytes decoded, as Arrow's often is)
+  cache.SetAhead({0, 1, 2});
+  ASSERT_TRUE(cache.Get(0).ok());  // (the first read starts the decoder ahead)
+  ASSERT_TRUE(cache.Get(1).ok());  // 0 and 1: read, not finished, held by no one
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(decodes.load(), 2) << "row group 2 would have dropped 0, still being read";
+  EXPECT_EQ(cache.stats().evictions, 0u);
+  cache.Finished(0);
+  for (int i = 0; i < 200 && decodes.load() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(decodes.load(), 3) << "row group 0 finished: its room is row group 2's";
+  ASSERT_TRUE(cache.Get(1).ok());
+  ASSERT_TRUE(cache.Get(2).ok());
+  EXPECT_EQ(decodes.load(), 3) << "1 was kept, 2 was decoded ahead";
+}
+
 TEST(RowGroupCache, AFailedDecodeIsEveryReadersError) {
   RowGroupCache cache(
       1, 1 << 20, [](uint32_t) -> Result<RowGroupCache::Table> { return Status::DataLoss("f.parquet, row group 0: bad"); },
