@@ -6,8 +6,9 @@ row's values into the batch, with no Python object per row.  A shuffled epoch
 visits the row groups in a shuffled order, `shuffle_window` of them at a
 time, and shuffles the rows of each such window together: each row group is
 decoded once per epoch, so a shuffled epoch reads as fast as a sequential
-one.  docs/parquet.md has the column types, the shuffle's cost and what was
-left for later (remote stores).
+one.  Remote files (http(s)://, s3://) are read by range requests.
+docs/parquet.md has the column types, the shuffle's cost and what is left
+for later.
 
 Needs pyarrow (whose libarrow and libparquet stoker's module links); the
 rest of stoker never imports it.
