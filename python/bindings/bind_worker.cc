@@ -21,7 +21,10 @@ void BindWorker(py::module_& m) {
       .def_property_readonly("epoch", &WorkerPort::epoch)
       .def_property_readonly("shared_seed", &WorkerPort::shared_seed)
       .def("next_task", [](WorkerPort& p) { return Steal(NextTask(p)); })
+      .def("begin_collate", &WorkerPort::BeginCollate,
+           "The task's samples are fetched: collation (and publishing) follows (stats' and the trace's stages).")
       .def("publish", [](WorkerPort& p, uint32_t slot, py::handle obj, int mode, bool numpy_mode) {
+             p.BeginCollate();  // (the user's collate_fn, if any, called it already: the same stage)
              int r = PublishBatch(p, slot, obj.ptr(), static_cast<PublishMode>(mode), numpy_mode);
              if (r < 0) throw py::error_already_set();
              return r; })

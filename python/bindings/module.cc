@@ -20,6 +20,7 @@ void BindIo(pybind11::module_& m);
 void BindStore(pybind11::module_& m);
 void BindCache(pybind11::module_& m);
 void BindStreaming(pybind11::module_& m);
+void BindTrace(pybind11::module_& m);
 }  // namespace stoker::glue
 
 PYBIND11_MODULE(_stoker, m) {
@@ -41,4 +42,5 @@ PYBIND11_MODULE(_stoker, m) {
   stoker::glue::BindStore(m);
   stoker::glue::BindCache(m);
   stoker::glue::BindStreaming(m);
+  stoker::glue::BindTrace(m);
 }

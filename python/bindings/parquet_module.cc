@@ -10,6 +10,7 @@
 
 #include <map>
 
+#include "glue/shared_runtime.h"
 #include "glue/errors.h"
 #include "glue/py_pump.h"
 #include "glue/remote_stores.h"
@@ -24,7 +25,8 @@ using stoker::glue::EpochOrderHandle;
 
 PYBIND11_MODULE(_stoker_parquet, m) {
   m.doc() = "stoker's Parquet reader (see python/stoker/parquet.py for the public API)";
-  py::module_::import("stoker._stoker");  // (NativeDataset, ParquetDataset's base)
+  // (NativeDataset, ParquetDataset's base; and the one stage clock per thread)
+  stoker::glue::UseStokersStageRuntime(py::module_::import("stoker._stoker"));
   // http(s):// and s3:// files: this module's Store::Open loads
   // stoker._stoker_remote (libcurl) on first use, as _stoker's does.
   stoker::glue::RegisterRemoteStoreSchemes();

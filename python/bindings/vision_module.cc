@@ -7,12 +7,15 @@
 // the same build from the same headers.
 #include <pybind11/pybind11.h>
 
+#include "glue/shared_runtime.h"
+
 namespace stoker::glue {
 void BindVision(pybind11::module_& m);
 }  // namespace stoker::glue
 
 PYBIND11_MODULE(_stoker_vision, m) {
   m.doc() = "stoker's image pipeline (see python/stoker/vision.py for the public API)";
-  pybind11::module_::import("stoker._stoker");  // (NativeDataset, ImageDataset's base)
+  // (NativeDataset, ImageDataset's base; and the one stage clock per thread)
+  stoker::glue::UseStokersStageRuntime(pybind11::module_::import("stoker._stoker"));
   stoker::glue::BindVision(m);
 }

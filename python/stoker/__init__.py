@@ -11,7 +11,7 @@ import os as _os
 from stoker.errors import LoaderTimeout, WorkerCrashed
 
 __version__ = "0.1.0"
-__all__ = ["DataLoader", "WorkerCrashed", "LoaderTimeout", "get_worker_info", "DEFAULT_MAX_MEMORY", "Mix"]
+__all__ = ["DataLoader", "WorkerCrashed", "LoaderTimeout", "get_worker_info", "DEFAULT_MAX_MEMORY", "Mix", "trace"]
 
 
 #: For C++ programs: the prefix under which an installed stoker has its CMake
@@ -51,6 +51,9 @@ def __getattr__(name):
     if name == "Mix":
         from stoker.mix import Mix
         return Mix
+    if name == "trace":
+        from stoker._trace import trace
+        return trace
     if name in _SUBMODULES:
         import importlib
         return importlib.import_module(f"stoker.{name}")

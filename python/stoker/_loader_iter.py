@@ -154,7 +154,7 @@ class _StokerIter(_BaseDataLoaderIter):
         self._oom_watch = []
         self._restarts_left = loader.max_worker_restarts
         self.restarts = []  # one record per replaced worker
-        self._stats = Throughput(self._engine)
+        self._stats = Throughput(self._engine, self._pump.wait_times if self._num_workers else None, self._native_ds)
         # Map-style worker processes record their random state as they go
         # (stoker._rng_state): replacements and resumed runs continue it.
         self._rng_board = None
@@ -554,14 +554,14 @@ class _StokerIter(_BaseDataLoaderIter):
 
     def stats(self, memory: bool = True) -> dict:
         st = self._engine.stats(memory)
-        t = self._stats.snapshot(st["delivered_bytes"])
         if self._num_workers:
             q = self._pump.queue_depths()
         else:
             q = {"in_progress": 0, "reorder_buffer": 0, "spilled": 0, "retry": 0}
         q["per_worker"] = [w["queued"] for w in st["workers"]]
         st["queues"] = q
-        st["throughput"] = t
+        st["throughput"] = self._stats.snapshot(st["delivered_bytes"])
+        st["bottleneck"] = self._stats.verdict(st)  # (stoker/_verdict.py)
         if memory:
             st["tree_pss"] = st["main"]["pss"] + sum(w["pss"] for w in st["workers"])
         counts = self._plan.counts if getattr(self, "_plan", None) is not None else None

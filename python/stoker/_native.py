@@ -48,3 +48,8 @@ WorkerPort = lib.WorkerPort
 # the C++ enums (python/bindings/bind_codes.cc): no copies to keep in step.
 TaskKind, TaskMsg, SlotResult = lib.TaskKind, lib.TaskMsg, lib.SlotResult
 PublishMode, PublishOutcome, PumpCode = lib.PublishMode, lib.PublishOutcome, lib.PumpCode
+
+# STOKER_TRACE=run.json: a trace from here to the process's exit (stoker/_trace.py).
+from stoker import _trace  # noqa: E402
+
+_trace.start_from_env(lib)

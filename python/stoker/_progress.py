@@ -10,6 +10,8 @@ import sys
 import threading
 import time
 
+from stoker import _verdict
+
 _MIB = 1 << 20
 
 
@@ -20,6 +22,21 @@ def describe(st: dict) -> str:
             f"{st['max_memory'] / _MIB:.0f} MiB")
     if "tree_pss" in st:
         text += f", PSS {st['tree_pss'] / _MIB:.0f} MiB"
+    b = st.get("bottleneck") or {}
+    if b.get("stage"):
+        share = b["wait_by_stage"].get(b["stage"])
+        text += f", bound: {b['stage']}" + (f" {100 * share:.0f}%" if share and b["stage"] != _verdict.LOOP else "")
+    return text
+
+
+def summary(st: dict) -> str:
+    """The epoch's last line: throughput and the verdict with its advice."""
+    b = st.get("bottleneck") or {}
+    text = "stoker: epoch done: " + describe(st)
+    if b.get("stage"):
+        parts = ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(b["wait_by_stage"].items(), key=lambda kv: -kv[1]))
+        text += f"\n  bottleneck: {b['stage']}" + (f" (the loop's wait: {parts})" if parts else "") + \
+            f"\n  {b['advice']}"
     return text
 
 
@@ -73,33 +90,49 @@ class Progress:
             sys.stderr.flush()
 
     def close(self):
+        try:
+            final = summary(self._stats()) if self._count else None
+        except Exception:  # noqa: BLE001 - a display must never fail the loop
+            final = None
         if self._bar is not None:
             self._bar.close()
             self._bar = None
         elif self._count:
-            try:  # the last count: updates between refreshes are not drawn
-                self.show(describe(self._stats()))
-            except Exception:  # noqa: BLE001 - a display must never fail the loop
-                pass
             sys.stderr.write("\n")
-            sys.stderr.flush()
+        if final:
+            sys.stderr.write(final + "\n")
+        sys.stderr.flush()
         self._count = 0
 
 
 class Throughput:
     """Batches/s, bytes/s and the training loop's stall time (the time spent
-    in __next__ waiting for a batch), per epoch."""
+    in __next__ waiting for a batch), per epoch; and the epoch's bottleneck
+    verdict (stoker/_verdict.py) from the workers' stage clocks and the
+    pump's waits (`waits`: pump.wait_times, None without workers)."""
 
-    def __init__(self, engine):
+    def __init__(self, engine, waits=None, native=None):
         self.now = time.perf_counter
         self._engine = engine
+        self._waits = waits or (lambda: (0.0, 0.0))
+        self._native = native is not None
         self.reset()
 
     def reset(self):
         self.start = self.now()
         self.batches = 0
         self.stall = 0.0
-        self.bytes0 = self._engine.stats(False)["delivered_bytes"]
+        st = self._engine.stats(False)
+        self.bytes0 = st["delivered_bytes"]
+        st["throughput"] = {"stall_s": 0.0, "elapsed_s": 0.0, "batches": 0}
+        self.base = _verdict.counters(st, self._waits())
+
+    def counters(self, st: dict) -> dict:
+        return _verdict.counters(st, self._waits())
+
+    def verdict(self, st: dict, base=None) -> dict:
+        """The verdict since the epoch began (or since `base`, counters() taken earlier)."""
+        return _verdict.judge(self.counters(st), base or self.base, st, self._native)
 
     def batch(self, t0):
         self.batches += 1

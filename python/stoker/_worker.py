@@ -284,6 +284,8 @@ def worker_main(cfg: WorkerConfig):
     except Exception:
         os._exit(0)  # the parent is already gone
     port = cfg.arena.port(cfg.worker_id)
+    N.lib.trace_name_process(f"worker {cfg.worker_id}")  # (its track in a trace: stoker/_trace.py)
+    N.lib.trace_name_thread(f"worker {cfg.worker_id}")
     if cfg.sample_seed is not None:
         cfg.epoch_of = lambda: max(0, port.epoch)  # the loader's set_epoch (0 before any)
     pid = os.getpid()
@@ -360,7 +362,10 @@ def worker_main(cfg: WorkerConfig):
                 if prepared is None:
                     epoch.follow()
                     try:
-                        prepared = prepare_batch(fetcher.fetch(kind, payload), cfg)
+                        data = fetcher.fetch(kind, payload)
+                        port.begin_collate()
+                        prepared = prepare_batch(data, cfg)
+                        data = None
                     finally:
                         if recorder is not None and recorder.after_batch():  # what the next batch starts from
                             board.record(cfg.worker_id, gen, batch_id, recorder.blob)

@@ -25,6 +25,7 @@ def main(argv=None) -> int:
     b.add_argument("--seconds", type=float, default=3.0, help="time budget per loader and workload (default 3)")
     b.add_argument("--json", action="store_true", help="print the results as JSON")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b.add_argument("--plot", metavar="PNG", help="also draw the table as a chart into this file (needs matplotlib)")
     p = sub.add_parser("pack", help="turn a directory of .npy/raw files into TFRecord or tar shards")
     p.add_argument("src", help="directory of .npy files (one sample each) or raw files (--dtype/--shape)")
     p.add_argument("out", help="directory for the shards")
@@ -39,6 +40,13 @@ def main(argv=None) -> int:
     x.add_argument("dir", help="directory of .tfrecord / .tar shards")
     x.add_argument("--name", default="index.txt", help="index file name (default index.txt)")
     x.add_argument("--format", choices=("tfrecord", "tar"), help="only shards of this format")
+    g = sub.add_parser("plot", help="draw a trace (stoker.trace / STOKER_TRACE): the loop's stall, each worker's "
+                                    "busy time, the slot pool's memory by state, the autotuner's choices")
+    g.add_argument("trace", help="a trace file stoker wrote")
+    g.add_argument("-o", "--output", help="the picture (default: the trace's name with .png)")
+    m = sub.add_parser("trace-merge", help="align several ranks' traces (run.rank*.json) into one timeline")
+    m.add_argument("traces", nargs="+", help="trace files stoker wrote")
+    m.add_argument("-o", "--output", required=True, help="the merged trace")
     args = parser.parse_args(argv)
     if args.command == "bench":
         try:
@@ -48,7 +56,29 @@ def main(argv=None) -> int:
                   "`pip install torch`, then run it again", file=sys.stderr)
             return 1
         from stoker import bench
-        bench.run(args.workloads, args.seconds, as_json=args.json, progress=not args.no_progress)
+        result = bench.run(args.workloads, args.seconds, as_json=args.json, progress=not args.no_progress)
+        if args.plot:
+            from stoker._plot import plot_bench
+            try:
+                print(f"stoker bench: the chart is in {plot_bench(result, args.plot)}", file=sys.stderr)
+            except (ImportError, OSError) as e:
+                print(f"stoker bench --plot: {e}", file=sys.stderr)
+                return 1
+    elif args.command == "plot":
+        from stoker._plot import plot_trace
+        out = args.output or (args.trace[:-5] if args.trace.endswith(".json") else args.trace) + ".png"
+        try:
+            print(plot_trace(args.trace, out))
+        except (ImportError, OSError, ValueError, KeyError, TypeError) as e:
+            print(f"stoker plot: {args.trace}: {e}", file=sys.stderr)
+            return 1
+    elif args.command == "trace-merge":
+        from stoker._trace import merge
+        try:
+            print(merge(args.traces, args.output))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"stoker trace-merge: {e}", file=sys.stderr)
+            return 1
     elif args.command == "pack":
         from stoker._pack import pack
         if args.shard_samples < 1 or args.shard_bytes < 1:

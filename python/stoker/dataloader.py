@@ -56,7 +56,9 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
     output: "torch" (default) for torch tensors, "numpy" for numpy arrays.
     progress: show a live line while iterating (tqdm where installed) with
         batches/s, MB/s, the share of time the loop waits for data, the pool's
-        shared memory and the process tree's PSS.
+        shared memory, the process tree's PSS and the stage that bounds the
+        loop; at the end of each epoch, a summary with the bottleneck verdict
+        and what to change.
     shuffle: as torch's (True: torch's RandomSampler order, drawn natively:
         the same indices, no Python list of them, the first batch at once),
         or "scalable": stoker.sampling.ScalableShuffleSampler, a shuffle in
@@ -352,7 +354,12 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         is the training loop's), main / workers with RSS, PSS and USS (with
         memory=True; /proc reads, 0.1 ms for a small process, 5-12 ms per GiB
         it maps in small pages) and tree_pss.
-        Work: workers' batches, busy_s and busy_fraction; queues (in_progress,
+        Work: workers' batches, busy_s, busy_fraction and stage_s (seconds in
+        each stage: read, fetch, decode, transform, collate, publish and the
+        waits); bottleneck: the stage that holds the loop back this epoch
+        (getitem, store, decode, transform, collate, memory_budget or
+        training_loop), wait_by_stage (the loop's wait split by stage, summing
+        to 1) and advice (docs/trace.md); queues (in_progress,
         reorder_buffer, spilled, retry, per_worker ring depth); throughput
         (batches, batches_per_s, bytes_per_s, stall_s and stall_fraction: the
         time the training loop waited in next()).  Once the iterator has

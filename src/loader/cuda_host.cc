@@ -1,5 +1,7 @@
 #include "loader/cuda_host.h"
 
+#include "core/stage.h"
+
 namespace stoker {
 
 namespace {
@@ -28,6 +30,7 @@ void CudaHost::Retire() {
 int CudaHost::Register(void* p, uint64_t bytes) {
   if (pin_error_ != kCudaSuccess) return pin_error_;
   if (bytes == 0 || ranges_.count(p)) return kCudaSuccess;
+  StageScope pinning(Stage::kH2D);  // (the trace's "h2d": pinning a region for the copy)
   const int err = Clear(api_.host_register(p, bytes, kHostRegisterPortable));
   if (err != kCudaSuccess) {
     pin_error_ = err;

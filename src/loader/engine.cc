@@ -1,5 +1,7 @@
 #include "loader/engine.h"
 
+#include "core/trace.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,9 +55,34 @@ Engine::Engine(const EngineOptions& o, std::shared_ptr<Arena> a)
   busy_base_ns_.assign(o.num_workers, 0);
   supervisor_ = std::make_unique<Supervisor>(
       [this](uint32_t id, const ExitInfo& info) { OnWorkerExit(id, info); });
+  trace_source_ = AddTraceCounterSource([this] { SampleTraceCounters(); });
+}
+
+void Engine::SampleTraceCounters() {
+  const EngineStats st = Stats(false);
+  auto d = [](uint64_t v) { return static_cast<double>(v); };
+  TraceCounter("slot pool bytes", {{"free", d(st.free_bytes)}, {"queued", d(st.queued_bytes)},
+                                   {"filling", d(st.filling_bytes)}, {"ready", d(st.ready_bytes)},
+                                   {"held", d(st.held_bytes)}});
+  TraceCounter("batches", {{"queued", d(st.slots_queued)}, {"filling", d(st.slots_filling)},
+                           {"ready", d(st.slots_ready)}, {"held", d(st.slots_held)}});
+  std::vector<std::string> names;
+  std::vector<std::pair<const char*, double>> rss;
+  names.reserve(st.workers.size());
+  for (size_t w = 0; w < st.workers.size(); ++w) {
+    const WorkerStats& ws = st.workers[w];
+    if (ws.pid <= 0 || ws.pid == owner_ || ws.state == WorkerState::kExited) continue;  // (threads: the main's)
+    Result<uint64_t> r = ReadResidentBytes(ws.pid);
+    if (!r.ok()) continue;
+    names.push_back("worker " + std::to_string(w));
+    rss.emplace_back(nullptr, d(r.value()));
+  }
+  for (size_t i = 0; i < rss.size(); ++i) rss[i].first = names[i].c_str();
+  if (!rss.empty()) TraceCounterValues("worker rss bytes", rss.data(), rss.size());
 }
 
 Engine::~Engine() {
+  RemoveTraceCounterSource(trace_source_);
   if (getpid() != owner_) {
     (void)supervisor_.release();  // forked copy: leave the parent's thread alone
     pool_.AbandonCuda();          // ... and its CUDA state
@@ -408,6 +435,7 @@ EngineStats Engine::Stats(bool process_memory) {
       ws.batches = wb->batches.load();
       ws.busy_ns = wb->busy_ns.load();
       ws.queued = SpscRing(&wb->tasks).Size();
+      for (int i = 0; i < kStageCount; ++i) ws.stage_ns[i] = wb->stage_ns[i].load(std::memory_order_relaxed);
       const int64_t alive = watch_ns_[w] ? now - watch_ns_[w] : 0;
       ws.busy_fraction = alive > 0 ? std::min(1.0, double(ws.busy_ns - busy_base_ns_[w]) / double(alive)) : 0.0;
       st.workers.push_back(ws);

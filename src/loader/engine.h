@@ -72,6 +72,7 @@ struct WorkerStats {
   uint64_t busy_ns;       // producing batches, since the process started
   double busy_fraction;   // busy time / time since it was started
   uint64_t queued;        // tasks in its ring
+  uint64_t stage_ns[kStageCount];  // busy_ns by stage (core/stage.h)
   ProcessMemory memory;   // zero unless asked for
 };
 
@@ -229,6 +230,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool shutdown_ = false;
   pid_t owner_;
   std::unique_ptr<Supervisor> supervisor_;
+  int trace_source_ = 0;  // the trace's counters (SampleTraceCounters)
+  void SampleTraceCounters();
 };
 
 }  // namespace stoker

@@ -1,5 +1,7 @@
 #include "loader/native_workers.h"
 
+#include "core/trace.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -68,6 +70,7 @@ void NativeWorkers::Run(uint32_t id, std::latch* started) {
     sched_setscheduler(0, SCHED_IDLE, &sp);
   }
   started->count_down();
+  TraceNameThread("reader " + std::to_string(id));
   RunNativeWorker(std::shared_ptr<Arena>(engine_, &engine_->arena()), *dataset_, id);
 }
 

@@ -1,5 +1,7 @@
 #include "loader/scheduler.h"
 
+#include "core/trace.h"
+
 #include <algorithm>
 
 namespace stoker {
@@ -140,6 +142,7 @@ Result<bool> Scheduler::Dispatch(uint64_t batch_id, TaskSpec& spec, int worker) 
     STOKER_ASSIGN_OR_RETURN(bool sent, engine_->Dispatch(static_cast<uint32_t>(w), batch_id, generation_,
                                                          spec.kind, spec.payload.data(), spec.payload.size(),
                                                          &slot));
+    no_room_ = !sent;
     if (sent) {
       tasks_.emplace(batch_id, Task{static_cast<uint32_t>(w), slot, spec.token, spec.kind, std::move(spec.payload)});
       ++outstanding_[w];
@@ -321,6 +324,7 @@ bool Scheduler::EpochDone() const {
 
 Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
   if (!source_) return Status::InvalidArgument("Scheduler::Next before Reset");
+  StageScope waiting(Stage::kWaitBatch);  // (the training loop's track: "wait")
   const int64_t deadline = timeout_ns < 0 ? -1 : MonotonicNanos() + timeout_ns;
   for (;;) {
     if (!exits_.empty()) {  // a worker's death goes before anything else
@@ -349,6 +353,8 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
       out->spilled = std::move(r.spilled);
       out->native_error = r.native_error;
       MarkDelivered(bid);
+      if (TraceOn() && r.kind == ReadyKind::kBatch)
+        TraceFlow(/*out=*/false, BatchFlowId(engine_->arena().control()->loader_id, generation_, bid));
       if (r.worker < delivered_by_worker_.size()) ++delivered_by_worker_[r.worker];
       last_worker_ = static_cast<int>(r.worker);
       // Refill now, as torch does, so workers keep `prefetch` batches in
@@ -377,9 +383,14 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
       }
     }
     scratch_.clear();
+    const bool no_room = no_room_ && tasks_.size() < opts_.prefetch;
+    const int64_t blocked = MonotonicNanos();
     if (before_block_) before_block_();
     Status st = engine_->Wait(left, &scratch_);
     if (after_block_) after_block_();
+    const auto waited = static_cast<uint64_t>(MonotonicNanos() - blocked);
+    wait_ns_ += waited;
+    if (no_room) no_room_wait_ns_ += waited;
     // Completions gathered before an interruption are kept, never lost.
     Collect(scratch_);
     if (!exits_.empty()) continue;  // reported at the top of the loop

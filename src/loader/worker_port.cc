@@ -1,5 +1,7 @@
 #include "loader/worker_port.h"
 
+#include "core/trace.h"
+
 #include "sync/doorbell.h"
 #include "sync/futex.h"
 #include "sync/spsc_ring.h"
@@ -15,6 +17,7 @@ Status WorkerPort::Next(Task* t, int64_t timeout_ns) {
   SpscRing ring(&wb_->tasks);
   ControlBlock* c = arena_->control();
   wb_->state.store(static_cast<uint32_t>(WorkerState::kIdle), std::memory_order_relaxed);
+  LeaveAllStages();
   uint64_t e = 0;
   auto ready = [&] {
     return !ring.Empty() || ring.Closed() || c->shutdown.load(std::memory_order_acquire) != 0;
@@ -23,6 +26,7 @@ Status WorkerPort::Next(Task* t, int64_t timeout_ns) {
     if (c->shutdown.load(std::memory_order_acquire) != 0) return Status::Closed("loader shut down");
     if (ring.TryPop(&e)) break;
     if (ring.Closed()) return Status::Closed("loader shut down");
+    TraceFlushThread(/*idle=*/true);  // (a worker's events reach the trace while it waits)
     if (!Doorbell(&wb_->task_bell).WaitUntil(ready, timeout_ns))
       return Status::Timeout("no task");
   }
@@ -45,7 +49,20 @@ Status WorkerPort::Next(Task* t, int64_t timeout_ns) {
   wb_->current_slot.store(slot + 1, std::memory_order_relaxed);
   wb_->state.store(static_cast<uint32_t>(WorkerState::kBusy), std::memory_order_relaxed);
   task_start_ns_ = MonotonicNanos();
+  task_batch_ = t->batch_id;
+  task_generation_ = t->generation;
+  TraceFlushThread(/*idle=*/false);  // (one that is never idle: now and then)
+  task_stages_ = ThreadStageTimes();
+  collating_ = false;
+  EnterStage(Stage::kRead);
   return Status::OK();
+}
+
+void WorkerPort::BeginCollate() {
+  if (collating_) return;  // (a collate_fn's, then the publish's: one stage)
+  collating_ = true;
+  LeaveAllStages();
+  EnterStage(Stage::kCollate);
 }
 
 uint8_t* WorkerPort::Region(uint32_t slot, uint64_t* capacity) {
@@ -66,7 +83,10 @@ Result<uint8_t*> WorkerPort::Reserve(uint32_t slot, uint64_t bytes) {
     return h->state.load(std::memory_order_acquire) != static_cast<uint32_t>(SlotState::kNeedSpace) ||
            c->shutdown.load(std::memory_order_acquire) != 0;
   };
-  Doorbell(&h->bell).WaitUntil(answered, -1);
+  {
+    StageScope waiting(Stage::kWaitMemory);
+    Doorbell(&h->bell).WaitUntil(answered, -1);
+  }
   if (h->state.load(std::memory_order_acquire) == static_cast<uint32_t>(SlotState::kNeedSpace))
     return Status::Closed("loader shut down while waiting for memory");
   if (h->needed_bytes == kSpaceRetry) return Status::Cancelled("no room in the slot pool now; the task runs again later");
@@ -89,10 +109,17 @@ Result<uint8_t*> WorkerPort::Backed(SlotHeader* h) {
 }
 
 void WorkerPort::Publish(uint32_t slot, SlotResult result, uint64_t used) {
+  LeaveAllStages();
+  EnterStage(Stage::kPublish);
+  if (TraceOn()) TraceFlow(/*out=*/true, BatchFlowId(arena_->control()->loader_id, task_generation_, task_batch_));
   SlotHeader* h = arena_->slot(slot);
   h->result = static_cast<uint32_t>(result);
   h->used_bytes = used;
   h->state.store(static_cast<uint32_t>(SlotState::kReady), std::memory_order_release);
+  LeaveStage();
+  const StageTimes now = ThreadStageTimes();
+  for (int i = 0; i < kStageCount; ++i)
+    if (const uint64_t d = now.ns[i] - task_stages_.ns[i]) wb_->stage_ns[i].fetch_add(d, std::memory_order_relaxed);
   wb_->busy_ns.fetch_add(static_cast<uint64_t>(MonotonicNanos() - task_start_ns_), std::memory_order_relaxed);
   wb_->batches.fetch_add(1, std::memory_order_relaxed);
   wb_->current_slot.store(0, std::memory_order_relaxed);

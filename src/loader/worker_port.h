@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/stage.h"
 #include "shm/arena.h"
 #include "stoker/status.h"
 
@@ -43,6 +44,9 @@ class WorkerPort {
   uint8_t* Region(uint32_t slot, uint64_t* capacity);
   // Hands the slot back to the main process with `used` bytes of result.
   void Publish(uint32_t slot, SlotResult result, uint64_t used);
+  // The task's samples are read: what follows until Publish is collation
+  // (core/stage.h; stats() and the trace tell the two apart).
+  void BeginCollate();
 
   uint32_t id() const { return id_; }
   // The loader's epoch (Engine::SetEpoch), -1 until set.
@@ -59,6 +63,9 @@ class WorkerPort {
   uint32_t id_;
   WorkerBlock* wb_;
   int64_t task_start_ns_ = 0;
+  StageTimes task_stages_;  // this thread's stage clock when the task began
+  uint64_t task_batch_ = 0, task_generation_ = 0;
+  bool collating_ = false;  // BeginCollate since the task began
 };
 
 }  // namespace stoker

@@ -1,5 +1,7 @@
 #include "parquet/row_group_cache.h"
 
+#include "core/trace.h"
+
 #include <arrow/util/byte_size.h>
 
 #include <unistd.h>
@@ -38,6 +40,7 @@ void RowGroupCache::SetAhead(std::vector<uint32_t> order) {
 }
 
 void RowGroupCache::AheadMain() {
+  TraceNameThread("parquet decoder");
   std::unique_lock<std::mutex> l(mu_);
   while (!stop_) {
     // The first row group not begun from the furthest one a reader asked
@@ -77,7 +80,10 @@ bool RowGroupCache::LoadLocked(std::unique_lock<std::mutex>& l, uint32_t g, bool
     return false;
   e.state = kLoading;
   l.unlock();
-  Result<Table> t = decode_(g);
+  Result<Table> t = [&] {
+    StageScope decoding(Stage::kDecode);
+    return decode_(g);
+  }();
   const uint64_t bytes = t.ok() ? static_cast<uint64_t>(arrow::util::TotalBufferSize(*t.value())) : 0;
   l.lock();
   if (t.ok() && estimate > 0) size_ratio_ = std::max(size_ratio_, static_cast<double>(bytes) / estimate);

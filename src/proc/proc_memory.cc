@@ -1,5 +1,7 @@
 #include "proc/proc_memory.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <algorithm>
@@ -66,6 +68,17 @@ uint64_t CgroupLimit(const std::string& root, std::string path, const char* file
 }
 
 }  // namespace
+
+Result<uint64_t> ReadResidentBytes(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/statm";
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return Status::IOError("open " + path, errno);
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  if (n != 2) return Status::IOError("cannot parse " + path, EINVAL);
+  return static_cast<uint64_t>(resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
 
 Result<uint64_t> MemoryLimitBytes() {
   uint64_t total = 0;

@@ -24,6 +24,10 @@ struct ProcessMemory {
 // IOError (ENOENT) when the process is gone.
 Result<ProcessMemory> ReadProcessMemory(pid_t pid);
 
+// Resident bytes only, from /proc/<pid>/statm: cheap enough to sample often
+// (the trace's counters).
+Result<uint64_t> ReadResidentBytes(pid_t pid);
+
 // How much memory this process may use at most: the smaller of MemTotal and
 // every memory limit of its cgroup and the cgroup's ancestors (v1 or v2).
 Result<uint64_t> MemoryLimitBytes();

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -57,6 +58,8 @@ Result<std::shared_ptr<Arena>> Arena::Create(const ArenaGeometry& g) {
   c->reserve_bytes = reserve;
   c->max_memory = max_memory;
   c->epoch.store(-1, std::memory_order_relaxed);
+  c->loader_id = (static_cast<uint64_t>(getpid()) << 40) ^ reinterpret_cast<uintptr_t>(base) ^
+                 static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   c->workers_offset = workers_off;
   c->slots_offset = slots_off;
   c->data_offset = data_off;

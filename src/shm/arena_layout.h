@@ -21,13 +21,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/stage.h"
 #include "sync/doorbell.h"
 #include "sync/spsc_ring.h"
 
 namespace stoker {
 
 inline constexpr uint64_t kArenaMagic = 0x314B524F4B4F5453ull;  // "STOKORK1"
-inline constexpr uint32_t kArenaVersion = 4;
+inline constexpr uint32_t kArenaVersion = 5;
 inline constexpr uint64_t kPageSize = 4096;
 
 struct ControlBlock {
@@ -46,6 +47,7 @@ struct ControlBlock {
   alignas(64) std::atomic<uint32_t> shutdown;  // 1: every worker should exit
   std::atomic<int64_t> epoch;                  // set_epoch(); -1 until set
   std::atomic<uint64_t> shared_seed;           // the iteration's seed every worker shares (a datapipe's shuffle)
+  uint64_t loader_id;                          // random: the trace's flow ids (BatchFlowId)
 };
 
 // What a worker is doing, for stats and crash reports.
@@ -60,6 +62,7 @@ struct WorkerBlock {
   std::atomic<uint64_t> batches;         // batches published
   std::atomic<uint64_t> busy_ns;         // time spent producing batches
   std::atomic<uint64_t> current_slot;    // slot being filled + 1, 0 if none
+  std::atomic<uint64_t> stage_ns[kStageCount];  // busy_ns by stage (core/stage.h), added at each publish
 };
 
 enum class SlotState : uint32_t {

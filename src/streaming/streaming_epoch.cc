@@ -151,6 +151,7 @@ Result<StreamingDataset::Impl::ShardSlot*> StreamingDataset::Impl::Ready(const s
     if (stop) return Status::Cancelled(Describe() + " is closed");
     if (interrupts != gen) return Status::Cancelled("the loader stopped while waiting for shard " + shards[s.shard].name);
     ++reader_waits;  // (FetcherScaling: the downloads are the bound)
+    StageScope waiting(Stage::kWaitStore);
     cv.wait(l);
   }
 }

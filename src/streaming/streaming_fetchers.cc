@@ -10,6 +10,8 @@
 #include <chrono>
 
 #include "streaming/streaming_impl.h"
+
+#include "core/trace.h"
 #include "core/cpu_affinity.h"
 #include "core/time_slice.h"
 #include "io/crc32c.h"
@@ -120,6 +122,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
   // Woken for each piece that arrives, a little work each time: short
   // slices, so as not to wait behind the readers (core/time_slice.h).
   RequestTimeSlice(kFetcherTimeSliceNs);
+  TraceNameThread("fetcher");
   std::unique_lock<std::mutex> l(mu);
   double backoff = 0, full_wait = 0;
   while (!stop) {
@@ -168,12 +171,14 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
     l.unlock();
     Result<ShardCache::Pin> pin = Status::OK();
     Status streamed_st;
+    EnterStage(Stage::kFetch);
     if (buf) {
       streamed_st = ReadIntoBuffer(*store, info, buf);
     } else {
       // (kFull never evicts: what the cache has no room for streams.)
       pin = cache->Fetch(*store, info, /*may_evict=*/o.mode != StreamingMode::kFull);
     }
+    LeaveStage();
     l.lock();
     store_requests += store->requests() - requests0;
     store_retries += store->retries() - retries0;

@@ -31,6 +31,7 @@
 #include "streaming/shard_epoch.h"
 #include "streaming/stream_buffer_pool.h"
 #include "core/atomic_shared_ptr.h"
+#include "core/trace.h"
 #include "io/file_reader.h"
 #include "stoker/streaming.h"
 #include "sync/futex.h"  // MonotonicNanos

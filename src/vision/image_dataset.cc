@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/mix.h"
+#include "core/stage.h"
 #include "core/unique_fd.h"
 #include "vision/file_list.h"
 
@@ -193,6 +194,7 @@ Status ImageDataset::ReadWith(uint64_t index, uint64_t random, uint8_t* const* d
   ImageInfo info;
   ImageBox part;
   bool partial = false;
+  EnterStage(Stage::kDecode);
   // A JPEG whose steps read only part of it: only that part is decoded.
   if (transform_->ReadsPart() && size >= 3 && data[0] == 0xFF && data[1] == 0xD8) {
     Result<ImageBox> got = DecodeJpegBox(
@@ -202,16 +204,24 @@ Status ImageDataset::ReadWith(uint64_t index, uint64_t random, uint8_t* const* d
       part = got.value();
       partial = true;
     } else if (got.status().IsDataLoss()) {
+      LeaveStage();
       return Fail(index, got.status());
     }  // else (no box, CMYK, no end marker): decoded whole, which names any damage
   }
   if (!partial) {
     Result<ImageInfo> r = DecodeImage(data, size, max_pixels_, &pixels);
-    if (!r.ok()) return Fail(index, r.status());
+    if (!r.ok()) {
+      LeaveStage();
+      return Fail(index, r.status());
+    }
     info = r.value();
   }
+  LeaveStage();
   transform_->OutputSize(info.height, info.width, h, w);
-  Status st = transform_->Run(pixels.data(), info.height, info.width, random, dst[field_], partial ? &part : nullptr);
+  Status st = [&] {
+    StageScope transforming(Stage::kTransform);
+    return transform_->Run(pixels.data(), info.height, info.width, random, dst[field_], partial ? &part : nullptr);
+  }();
   return st.ok() ? st : Fail(index, st);
 }
 

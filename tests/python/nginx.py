@@ -18,7 +18,8 @@ def free_port() -> int:
 
 class Nginx:
     """nginx serving `root` at http://127.0.0.1:port/ and, rate-limited to
-    `slow_rate` per connection, at /slow/; /moved/x redirects (302) to /x; /close/ answers with Connection: close.
+    `slow_rate` per connection, at /slow/; at /paced/, 20 requests a second
+    (each waits its turn: 50 ms apart, nginx's limit_req); /moved/x redirects (302) to /x; /close/ answers with Connection: close.
     With tls=(certificate, key) files, also at https://127.0.0.1:tls_port/."""
 
     def __init__(self, workdir, root, port=None, slow_rate="1m", tls=None):
@@ -48,10 +49,12 @@ http {{
   uwsgi_temp_path {w}/uwsgi;
   scgi_temp_path {w}/scgi;
   keepalive_requests 100000;
+  limit_req_zone $server_name zone=paced:1m rate=20r/s;
   server {{
     listen 127.0.0.1:{self.port};
     root {self.root};
     location /slow/ {{ alias {self.root}/; limit_rate {self.slow_rate}; }}
+    location /paced/ {{ alias {self.root}/; limit_req zone=paced burst=100000; }}
     location /moved/ {{ rewrite ^/moved/(.*)$ /$1 redirect; }}
     location /close/ {{ alias {self.root}/; keepalive_requests 1; }}
   }}

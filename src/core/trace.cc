@@ -1,0 +1,475 @@
+#include "core/trace.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/atomic_file.h"
+#include "core/trace_buffer.h"
+#include "stoker/trace.h"
+
+namespace stoker {
+namespace {
+
+constexpr size_t kFlushBytes = 1 << 20;      // a buffer this large is written out
+constexpr int64_t kFlushEveryNs = 200'000'000;  // a thread that never idles writes this often
+constexpr auto kSampleEvery = std::chrono::milliseconds(50);  // counters at 20 Hz
+
+// Shared by the process that started the trace and the workers forked from
+// it: made when the library loads (before any fork).
+struct TracePage {
+  std::atomic<uint32_t> on;
+  std::atomic<uint32_t> generation;  // one per trace: a buffer of an older one is dropped
+  int64_t anchor_ns;                 // CLOCK_MONOTONIC at the start: ts 0
+  char dir[1024];                    // where each process writes <pid>.part
+};
+
+TracePage* MakePage();
+TracePage* Page() {
+  static TracePage* const page = MakePage();
+  return page;
+}
+
+struct Buffer {
+  std::mutex mu;
+  std::string text;          // events, one JSON object per line
+  uint32_t generation = 0;   // of the trace the text belongs to
+  int tid = 0;
+  int64_t flushed_ns = 0;
+  std::string name;          // the thread's track name
+};
+
+// This process's buffers and counter sources.  Never destroyed (threads may
+// outlive static destruction); a forked child starts from an empty one.
+struct Process {
+  std::mutex mu;
+  std::vector<Buffer*> buffers;
+  std::string name;
+  int pid = 0;
+  std::mutex sources_mu;  // (a source appends to the sampler's buffer, which takes mu)
+  std::map<int, std::function<void()>> sources;
+  int next_source = 1;
+  // The process that started the trace:
+  std::string output;
+  std::thread* sampler = nullptr;
+  bool sampler_stop = false;
+  std::condition_variable sampler_cv;
+  std::mutex sampler_mu;
+};
+
+Process* g_process = new Process();
+
+struct BufferHolder {
+  Buffer* b = nullptr;
+  ~BufferHolder();
+};
+thread_local BufferHolder t_buffer;
+
+void AtForkChild() {
+  // Only the forking thread lives on: the parent's other buffers (and their
+  // locks, maybe held) are left behind, and this thread's is emptied.
+  g_process = new Process();  // (the old one is left: its locks may be held)
+  g_process->pid = static_cast<int>(getpid());
+  if (t_buffer.b) {
+    Buffer* b = new Buffer();
+    b->name = t_buffer.b->name;
+    b->tid = static_cast<int>(gettid());
+    t_buffer.b = b;
+    g_process->buffers.push_back(b);
+  }
+}
+
+TracePage* MakePage() {
+  void* p = mmap(nullptr, sizeof(TracePage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  static TracePage private_page;  // (no shared page: the trace stays in this process)
+  TracePage* page = p == MAP_FAILED ? &private_page : new (p) TracePage();
+  pthread_atfork(nullptr, nullptr, AtForkChild);
+  return page;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", c);
+      out += esc;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string DefaultThreadName() {
+  char name[32] = {};
+  if (pthread_getname_np(pthread_self(), name, sizeof name) != 0 || !name[0]) return "thread";
+  return name;
+}
+
+void AppendMetadata(Buffer* b) {
+  Process* p = g_process;
+  char head[96];
+  std::snprintf(head, sizeof head, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
+                p->pid, b->tid);
+  b->text += head;
+  b->text += JsonString(b->name) + "}}\n";
+  if (!p->name.empty()) {
+    std::snprintf(head, sizeof head, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":",
+                  p->pid);
+    b->text += head;
+    b->text += JsonString(p->name) + "}}\n";
+  }
+}
+
+Buffer* ThreadBuffer() {
+  if (t_buffer.b) return t_buffer.b;
+  auto* b = new Buffer();
+  b->tid = static_cast<int>(gettid());
+  b->name = DefaultThreadName();
+  std::lock_guard<std::mutex> g(g_process->mu);
+  if (g_process->pid == 0) g_process->pid = static_cast<int>(getpid());
+  g_process->buffers.push_back(b);
+  t_buffer.b = b;
+  return b;
+}
+
+// Writes b's text to its process's part file; b->mu held.
+void FlushLocked(Buffer* b) {
+  if (b->text.empty()) return;
+  if (b->generation == Page()->generation.load(std::memory_order_acquire) && Page()->dir[0]) {
+    const std::string path = std::string(Page()->dir) + "/" + std::to_string(g_process->pid) + ".part";
+    const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      size_t off = 0;
+      while (off < b->text.size()) {
+        const ssize_t n = write(fd, b->text.data() + off, b->text.size() - off);
+        if (n <= 0 && errno != EINTR) break;
+        if (n > 0) off += static_cast<size_t>(n);
+      }
+      close(fd);
+    }
+  }
+  b->text.clear();
+  b->flushed_ns = StageClockNanos();
+}
+
+BufferHolder::~BufferHolder() {
+  if (!b) return;
+  {
+    std::lock_guard<std::mutex> g(b->mu);
+    FlushLocked(b);
+  }
+  std::lock_guard<std::mutex> g(g_process->mu);
+  auto& v = g_process->buffers;
+  v.erase(std::remove(v.begin(), v.end(), b), v.end());
+  delete b;
+  b = nullptr;
+}
+
+// Appends one event line to this thread's buffer (a trace running).
+template <typename F>
+void Append(F&& write_event) {
+  Buffer* b = ThreadBuffer();
+  std::lock_guard<std::mutex> g(b->mu);
+  const uint32_t gen = Page()->generation.load(std::memory_order_acquire);
+  if (b->generation != gen) {
+    b->text.clear();
+    b->generation = gen;
+    b->flushed_ns = StageClockNanos();
+    AppendMetadata(b);
+  }
+  write_event(b);
+  if (b->text.size() >= kFlushBytes) FlushLocked(b);
+}
+
+double Micros(int64_t t) { return static_cast<double>(t - Page()->anchor_ns) / 1000.0; }
+
+void EventHead(Buffer* b, const char* ph, const char* name, int64_t t) {
+  char head[160];
+  std::snprintf(head, sizeof head, "{\"ph\":\"%s\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f", ph, name,
+                g_process->pid, b->tid, Micros(t));
+  b->text += head;
+}
+
+void RunSampler(Process* p) {
+  pthread_setname_np(pthread_self(), "stoker-trace");
+  std::unique_lock<std::mutex> l(p->sampler_mu);
+  while (!p->sampler_stop) {
+    l.unlock();
+    {
+      std::lock_guard<std::mutex> g(p->sources_mu);
+      for (auto& [id, sample] : p->sources) sample();
+    }
+    l.lock();
+    p->sampler_cv.wait_for(l, kSampleEvery, [p] { return p->sampler_stop; });
+  }
+}
+
+void StopSampler(Process* p) {
+  if (!p->sampler) return;
+  {
+    std::lock_guard<std::mutex> g(p->sampler_mu);
+    p->sampler_stop = true;
+  }
+  p->sampler_cv.notify_all();
+  p->sampler->join();
+  delete p->sampler;
+  p->sampler = nullptr;
+}
+
+// The parts' total size, -1 when the directory cannot be read.
+int64_t PartsBytes(const std::string& dir, std::vector<std::string>* files) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return -1;
+  int64_t total = 0;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() < 6 || name.compare(name.size() - 5, 5, ".part") != 0) continue;
+    struct stat st;
+    const std::string path = dir + "/" + name;
+    if (stat(path.c_str(), &st) == 0) total += st.st_size;
+    if (files) files->push_back(path);
+  }
+  closedir(d);
+  return total;
+}
+
+// Made when the library loads, before any worker is forked.
+[[maybe_unused]] TracePage* const g_page_made = Page();
+
+}  // namespace
+
+namespace trace_internal {
+
+const std::atomic<uint32_t>* OnWord() { return &Page()->on; }
+
+void Slice(Stage s, int64_t t0, int64_t t1) {
+  Append([&](Buffer* b) {
+    EventHead(b, "X", StageName(s), t0);
+    char tail[96];
+    const char* detail = StageDetail(s);
+    if (detail[0])
+      std::snprintf(tail, sizeof tail, ",\"dur\":%.3f,\"cat\":\"stoker\",\"args\":{\"for\":\"%s\"}}\n",
+                    static_cast<double>(t1 - t0) / 1000.0, detail);
+    else
+      std::snprintf(tail, sizeof tail, ",\"dur\":%.3f,\"cat\":\"stoker\"}\n", static_cast<double>(t1 - t0) / 1000.0);
+    b->text += tail;
+  });
+}
+
+void Flow(bool out, uint64_t id) {
+  if (!Recording()) return;
+  Append([&](Buffer* b) {
+    EventHead(b, out ? "s" : "f", "batch", StageClockNanos());
+    char tail[64];
+    std::snprintf(tail, sizeof tail, ",\"cat\":\"batch\",\"id\":\"0x%llx\"%s}\n", static_cast<unsigned long long>(id),
+                  out ? "" : ",\"bp\":\"e\"");
+    b->text += tail;
+  });
+}
+
+void Counter(const char* name, const std::pair<const char*, double>* values, size_t n) {
+  if (!Recording() || n == 0) return;
+  Append([&](Buffer* b) {
+    char head[160];
+    std::snprintf(head, sizeof head, "{\"ph\":\"C\",\"name\":%s,\"pid\":%d,\"ts\":%.3f,\"args\":{",
+                  JsonString(name).c_str(), g_process->pid, Micros(StageClockNanos()));
+    b->text += head;
+    for (size_t i = 0; i < n; ++i) {
+      char v[48];
+      std::snprintf(v, sizeof v, ":%.17g", values[i].second);
+      if (i) b->text += ',';
+      b->text += JsonString(values[i].first);
+      b->text += v;
+    }
+    b->text += "}}\n";
+  });
+}
+
+void Instant(const char* name, const char* args_json) {
+  if (!Recording()) return;
+  Append([&](Buffer* b) {
+    EventHead(b, "i", name, StageClockNanos());
+    b->text += ",\"s\":\"p\",\"cat\":\"stoker\",\"args\":";
+    b->text += args_json;
+    b->text += "}\n";
+  });
+}
+
+void NameThread(const char* name) {
+  Buffer* b = ThreadBuffer();
+  std::lock_guard<std::mutex> g(b->mu);
+  b->name = name;
+  if (b->generation == Page()->generation.load(std::memory_order_acquire) && Recording()) AppendMetadata(b);
+}
+
+void FlushThread(bool idle) {
+  Buffer* b = t_buffer.b;
+  if (!b) return;
+  std::lock_guard<std::mutex> g(b->mu);
+  if (b->text.empty()) return;
+  if (idle || StageClockNanos() - b->flushed_ns >= kFlushEveryNs) FlushLocked(b);
+}
+
+}  // namespace trace_internal
+
+void TraceFlow(bool out, uint64_t id) { ActiveStageRuntime()->flow(out, id); }
+
+void TraceCounter(const char* name, std::initializer_list<std::pair<const char*, double>> values) {
+  ActiveStageRuntime()->counter(name, values.begin(), values.size());
+}
+
+void TraceCounterValues(const char* name, const std::pair<const char*, double>* values, size_t n) {
+  ActiveStageRuntime()->counter(name, values, n);
+}
+
+void TraceInstant(const char* name, const std::string& args_json) {
+  ActiveStageRuntime()->instant(name, args_json.c_str());
+}
+
+void TraceNameThread(const std::string& name) { ActiveStageRuntime()->name_thread(name.c_str()); }
+
+void TraceFlushThread(bool idle) { ActiveStageRuntime()->flush_thread(idle); }
+
+void TraceNameProcess(const std::string& name) {
+  {
+    std::lock_guard<std::mutex> g(g_process->mu);
+    if (g_process->pid == 0) g_process->pid = static_cast<int>(getpid());
+    g_process->name = name;
+  }
+  if (!trace_internal::Recording()) return;
+  Buffer* b = ThreadBuffer();
+  std::lock_guard<std::mutex> g(b->mu);
+  if (b->generation == Page()->generation.load(std::memory_order_acquire)) AppendMetadata(b);
+}
+
+int AddTraceCounterSource(std::function<void()> sample) {
+  std::lock_guard<std::mutex> g(g_process->sources_mu);
+  const int id = g_process->next_source++;
+  g_process->sources.emplace(id, std::move(sample));
+  return id;
+}
+
+void RemoveTraceCounterSource(int id) {
+  std::lock_guard<std::mutex> g(g_process->sources_mu);
+  g_process->sources.erase(id);
+}
+
+Status StartTrace(const std::string& path, const std::string& process_name) {
+  Process* p = g_process;
+  if (Page()->on.load() != 0 || !p->output.empty())
+    return Status::InvalidArgument("a trace is already being recorded (to " +
+                                   (p->output.empty() ? std::string("another process's file") : p->output) +
+                                   "): stop it first");
+  if (path.empty()) return Status::InvalidArgument("the trace's path is empty");
+  const std::string dir = path + ".parts." + std::to_string(getpid());
+  if (dir.size() >= sizeof Page()->dir) return Status::InvalidArgument("the trace's path is too long: " + path);
+  std::vector<std::string> stale;
+  if (PartsBytes(dir, &stale) >= 0)
+    for (const std::string& f : stale) unlink(f.c_str());
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return Status::IOError("cannot make the directory for the trace's parts, " + dir + " (beside " + path + ")",
+                           errno);
+  {
+    std::lock_guard<std::mutex> g(p->mu);
+    if (p->pid == 0) p->pid = static_cast<int>(getpid());
+    p->name = process_name;
+    p->output = path;
+  }
+  std::memcpy(Page()->dir, dir.c_str(), dir.size() + 1);
+  Page()->anchor_ns = StageClockNanos();
+  Page()->generation.fetch_add(1, std::memory_order_acq_rel);
+  Page()->on.store(1, std::memory_order_release);
+  p->sampler_stop = false;
+  p->sampler = new std::thread(RunSampler, p);
+  return Status::OK();
+}
+
+bool TraceRecording() { return Page()->on.load(std::memory_order_relaxed) != 0; }
+
+Result<std::string> StopTrace() {
+  Process* p = g_process;
+  if (p->output.empty()) return Status::InvalidArgument("no trace is being recorded in this process");
+  StopSampler(p);
+  Page()->on.store(0, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> g(p->mu);
+    for (Buffer* b : p->buffers) {
+      std::lock_guard<std::mutex> bg(b->mu);
+      FlushLocked(b);
+    }
+  }
+  // Workers write what they hold when they next go idle: wait until the
+  // parts stop growing (a while, a second at most).
+  const std::string dir = Page()->dir;
+  int64_t last = PartsBytes(dir, nullptr);
+  for (int stable = 0, i = 0; stable < 3 && i < 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const int64_t now = PartsBytes(dir, nullptr);
+    stable = now == last ? stable + 1 : 0;
+    last = now;
+  }
+  std::vector<std::string> parts;
+  PartsBytes(dir, &parts);
+  std::sort(parts.begin(), parts.end());
+  std::string out = "{\"traceEvents\":[\n";
+  bool first = true;
+  for (const std::string& f : parts) {
+    FILE* in = std::fopen(f.c_str(), "r");
+    if (!in) continue;
+    char* line = nullptr;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, in)) > 0) {
+      if (line[n - 1] == '\n') --n;
+      if (n == 0) continue;
+      if (!first) out += ",\n";
+      out.append(line, static_cast<size_t>(n));
+      first = false;
+    }
+    std::free(line);
+    std::fclose(in);
+    unlink(f.c_str());
+  }
+  rmdir(dir.c_str());
+  timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  const int64_t realtime = static_cast<int64_t>(rt.tv_sec) * 1'000'000'000 + rt.tv_nsec;
+  const int64_t mono = StageClockNanos();
+  char other[256];
+  // The realtime clock at ts 0 (this machine's), for aligning ranks' files.
+  std::snprintf(other, sizeof other,
+                "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"stoker\",\"pid\":%d,"
+                "\"anchor_realtime_ns\":%lld}}\n",
+                p->pid, static_cast<long long>(realtime - (mono - Page()->anchor_ns)));
+  out += other;
+  const std::string path = p->output;
+  {
+    std::lock_guard<std::mutex> g(p->mu);
+    p->output.clear();
+  }
+  STOKER_RETURN_IF_ERROR(WriteFileAtomically(path, out, /*sync=*/false));
+  return path;
+}
+
+}  // namespace stoker

@@ -1,0 +1,230 @@
+"""stoker.trace() and STOKER_TRACE (a Chrome trace-event file: tracks,
+slices, flows, counters), the merge of ranks' files, the bottleneck verdict on
+three injected bottlenecks (a slow __getitem__, a store at 50 ms a request
+behind a real nginx, a 64 MiB budget with 8 MiB samples) and `stoker plot`."""
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import stoker
+from stoker.io import RawDataset
+from nginx import Nginx
+
+VOCABULARY = {"fetch", "read", "decode", "transform", "collate", "publish", "wait", "h2d"}
+
+
+class Sleepy(torch.utils.data.Dataset):
+    def __init__(self, n, sleep=0.0, size=256):
+        self.n, self.sleep, self.size = n, sleep, size
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.sleep:
+            time.sleep(self.sleep)
+        return torch.full((self.size,), i % 251, dtype=torch.uint8)
+
+
+def load(path):
+    with open(path) as f:
+        doc = json.load(f)
+    assert isinstance(doc["traceEvents"], list)
+    return doc, doc["traceEvents"]
+
+
+def names(events, what):
+    return {e["pid"] if what == "process_name" else (e["pid"], e["tid"]): e["args"]["name"]
+            for e in events if e["ph"] == "M" and e["name"] == what}
+
+
+def test_a_trace_has_a_track_per_process_slices_flows_and_counters(tmp_path):
+    path = str(tmp_path / "run.json")
+    loader = stoker.DataLoader(Sleepy(240, sleep=0.002), batch_size=8, num_workers=2)
+    t0 = time.monotonic()
+    with stoker.trace(path) as t:
+        for _ in loader:
+            time.sleep(0.002)
+    took = time.monotonic() - t0
+    assert t.written == path and not os.path.exists(path + f".parts.{os.getpid()}")
+    doc, ev = load(path)
+    procs = names(ev, "process_name")
+    assert procs[os.getpid()] == "training loop"
+    workers = {w["pid"] for w in loader.stats(False)["workers"]} if loader._iterator else set()
+    assert sorted(v for p, v in procs.items() if p != os.getpid()) == ["worker 0", "worker 1"]
+    assert all(p in procs for p in workers)
+    slices = [e for e in ev if e["ph"] == "X"]
+    assert {e["name"] for e in slices} <= VOCABULARY
+    by = collections.Counter((e["pid"] != os.getpid(), e["name"]) for e in slices)
+    assert by[(True, "read")] == 30 and by[(True, "collate")] == 30 and by[(True, "publish")] == 30
+    assert by[(False, "wait")] >= 30
+    assert all(e["dur"] >= 0 for e in slices)
+    # a flow from each batch's publish to the next() that took it
+    out = {e["id"]: e for e in ev if e["ph"] == "s"}
+    into = {e["id"]: e for e in ev if e["ph"] == "f"}
+    assert len(out) == 30 and out.keys() == into.keys()
+    for fid, s in out.items():
+        f = into[fid]
+        assert s["pid"] != os.getpid() and f["pid"] == os.getpid() and f["bp"] == "e"
+        assert f["ts"] >= s["ts"]
+        # each end inside a slice of its thread: the publish, and the loop's wait
+        assert any(x["pid"] == s["pid"] and x["tid"] == s["tid"] and x["name"] == "publish" and
+                   x["ts"] <= s["ts"] <= x["ts"] + x["dur"] for x in slices)
+        assert any(x["pid"] == f["pid"] and x["tid"] == f["tid"] and x["name"] == "wait" and
+                   x["ts"] <= f["ts"] <= x["ts"] + x["dur"] + 0.001 for x in slices)
+    # counters at 20 Hz: the pool's bytes by state, batches by state, the workers' RSS
+    counters = collections.defaultdict(list)
+    for e in ev:
+        if e["ph"] == "C":
+            counters[e["name"]].append(e)
+    assert set(counters) >= {"slot pool bytes", "batches", "worker rss bytes"}
+    assert len(counters["slot pool bytes"]) >= 10 * took * 0.5
+    assert set(counters["slot pool bytes"][0]["args"]) == {"free", "queued", "filling", "ready", "held"}
+    assert set(counters["worker rss bytes"][-1]["args"]) == {"worker 0", "worker 1"}
+    assert all(v > 1 << 20 for v in counters["worker rss bytes"][-1]["args"].values())
+    assert doc["otherData"]["anchor_realtime_ns"] > 0
+
+
+def test_reader_threads_of_a_native_dataset_have_tracks_and_flows(tmp_path):
+    data = np.arange(64 * 128, dtype=np.float32).reshape(64, 128)
+    raw = tmp_path / "x.raw"
+    data.tofile(raw)
+    ds = RawDataset(str(raw), dtype="float32", shape=(128,))
+    loader = stoker.DataLoader(ds, batch_size=4, num_workers=2)
+    path = str(tmp_path / "native.json")
+    with stoker.trace(path):
+        n = sum(1 for _ in loader)
+    assert n == 16
+    _doc, ev = load(path)
+    threads = names(ev, "thread_name")
+    assert {"reader 0", "reader 1"} <= set(threads.values())
+    reads = [e for e in ev if e["ph"] == "X" and e["name"] == "read"]
+    assert len(reads) == 16 and all(threads[(e["pid"], e["tid"])].startswith("reader") for e in reads)
+    assert len({e["id"] for e in ev if e["ph"] == "s"}) == 16 == len({e["id"] for e in ev if e["ph"] == "f"})
+
+
+def test_one_trace_at_a_time_and_off_by_default(tmp_path):
+    from stoker._native import lib
+    assert not lib.trace_recording()
+    with stoker.trace(str(tmp_path / "a.json")):
+        with pytest.raises(ValueError, match="already being recorded"):
+            stoker.trace(str(tmp_path / "b.json")).start()
+    assert not lib.trace_recording() and not (tmp_path / "b.json").exists()
+    with pytest.raises(OSError, match="directory for the trace"):
+        stoker.trace(str(tmp_path / "no" / "such" / "dir.json")).start()
+
+
+SCRIPT = """
+import sys, torch, stoker
+class D(torch.utils.data.Dataset):
+    def __len__(self): return 64
+    def __getitem__(self, i): return torch.tensor(i)
+if __name__ == "__main__":
+    for _ in stoker.DataLoader(D(), batch_size=8, num_workers=1, multiprocessing_context=sys.argv[1]):
+        pass
+"""
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_stoker_trace_in_the_environment_writes_one_file_per_rank_and_they_merge(tmp_path, context):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    for rank in (0, 1):
+        env = dict(os.environ, STOKER_TRACE=str(tmp_path / "run.json"), WORLD_SIZE="2", RANK=str(rank))
+        subprocess.run([sys.executable, str(script), context], env=env, check=True, timeout=120)
+    files = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("run"))
+    assert files == ["run.rank0.json", "run.rank1.json"]  # (no parts left, no file from a spawned worker)
+    for f in files:
+        _doc, ev = load(tmp_path / f)
+        procs = names(ev, "process_name")
+        assert sorted(procs.values())[0].startswith("training loop (rank")
+        if context == "fork":
+            assert "worker 0" in procs.values()
+            assert len([e for e in ev if e["ph"] == "s"]) == 8
+    out = tmp_path / "merged.json"
+    subprocess.run([sys.executable, "-m", "stoker", "trace-merge", str(tmp_path / "run.rank0.json"),
+                    str(tmp_path / "run.rank1.json"), "-o", str(out)], check=True, timeout=60)
+    _doc, ev = load(out)
+    procs = names(ev, "process_name")
+    assert {v.split(":")[0] for v in procs.values()} == {"run.rank0.json", "run.rank1.json"}
+    a, b = (load(tmp_path / f)[1] for f in files)
+    assert len(ev) == len(a) + len(b)
+
+
+def verdict(loader, sleep_in_loop=0.0):
+    for _ in loader:
+        if sleep_in_loop:
+            time.sleep(sleep_in_loop)
+    return loader.stats(False)["bottleneck"]
+
+
+def test_the_verdict_names_a_slow_getitem_every_time():
+    for _ in range(3):
+        b = verdict(stoker.DataLoader(Sleepy(160, sleep=0.005), batch_size=8, num_workers=2))
+        assert b["stage"] == "getitem", b
+        assert abs(sum(b["wait_by_stage"].values()) - 1) < 1e-3 and b["wait_by_stage"]["getitem"] > 0.8
+        assert "num_workers" in b["advice"]
+
+
+def test_the_verdict_names_the_memory_budget_every_time():
+    for _ in range(3):
+        b = verdict(stoker.DataLoader(Sleepy(48, sleep=0.02, size=8 << 20), batch_size=1, num_workers=4,
+                                      max_memory=64 << 20))
+        assert b["stage"] == "memory_budget", b
+        assert abs(sum(b["wait_by_stage"].values()) - 1) < 1e-3
+        assert "max_memory" in b["advice"]
+
+
+def test_the_verdict_names_the_training_loop_when_the_loader_keeps_ahead():
+    b = verdict(stoker.DataLoader(Sleepy(160), batch_size=8, num_workers=2), sleep_in_loop=0.01)
+    assert b["stage"] == "training_loop", b
+
+
+def test_the_verdict_names_a_slow_store_every_time(tmp_path):
+    from stoker.cache import StreamingDataset, write_index
+    from stoker.io import write_tfrecord
+    www = tmp_path / "www"
+    www.mkdir()
+    for s in range(30):
+        write_tfrecord(str(www / f"shard-{s:03d}.tfrecord"), [{"y": np.int64(s * 8 + i)} for i in range(8)])
+    write_index(str(www))
+    server = Nginx(tmp_path / "nginx", str(www)).start()
+    try:
+        for attempt in range(3):
+            ds = StreamingDataset(server.url + "/paced", str(tmp_path / f"cache{attempt}"), max_bytes=0, mode="full",
+                                  features={"y": ("int64", ())}, fetchers=1, prefetch=1)
+            b = verdict(stoker.DataLoader(ds, batch_size=8, num_workers=2))
+            assert b["stage"] == "store", b
+            assert "fetchers" in b["advice"]
+    finally:
+        server.stop()
+
+
+def test_progress_prints_the_verdict_at_the_end_of_an_epoch(capfd):
+    for _ in stoker.DataLoader(Sleepy(80, sleep=0.005), batch_size=8, num_workers=2, progress=True):
+        pass
+    err = capfd.readouterr().err
+    assert "bound: getitem" in err and "bottleneck: getitem" in err and "num_workers" in err
+
+
+def test_plot_draws_a_trace(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = str(tmp_path / "run.json")
+    with stoker.trace(path):
+        for _ in stoker.DataLoader(Sleepy(80, sleep=0.002), batch_size=8, num_workers=2):
+            pass
+    png = tmp_path / "run.png"
+    subprocess.run([sys.executable, "-m", "stoker", "plot", path, "-o", str(png)], check=True, timeout=120)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    r = subprocess.run([sys.executable, "-m", "stoker", "plot", str(bad), "-o", str(png)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and "bad.json" in r.stderr
