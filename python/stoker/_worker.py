@@ -363,7 +363,8 @@ def worker_main(cfg: WorkerConfig):
                     epoch.follow()
                     try:
                         data = fetcher.fetch(kind, payload)
-                        port.begin_collate()
+                        if cfg.collate_fn is not None:  # (stoker's own collation: publish begins it)
+                            port.begin_collate()
                         prepared = prepare_batch(data, cfg)
                         data = None
                     finally:

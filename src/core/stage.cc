@@ -20,9 +20,7 @@ struct ThreadStages {
 
 thread_local ThreadStages t_stages;
 
-void EnterImpl(Stage s) {
-  ThreadStages& t = t_stages;
-  const int64_t now = StageClockNanos();
+void EnterAt(ThreadStages& t, Stage s, int64_t now) {
   if (t.depth > 0 && t.depth <= kMaxDepth)
     t.times.ns[static_cast<int>(t.stack[t.depth - 1])] += static_cast<uint64_t>(now - t.since);
   if (t.depth < kMaxDepth) {
@@ -33,10 +31,9 @@ void EnterImpl(Stage s) {
   t.since = now;
 }
 
-void LeaveImpl() {
-  ThreadStages& t = t_stages;
-  if (t.depth == 0) return;
-  const int64_t now = StageClockNanos();
+void EnterImpl(Stage s) { EnterAt(t_stages, s, StageClockNanos()); }
+
+void LeaveAt(ThreadStages& t, int64_t now) {
   --t.depth;
   if (t.depth < kMaxDepth) {
     const Stage s = t.stack[t.depth];
@@ -46,8 +43,25 @@ void LeaveImpl() {
   t.since = now;
 }
 
-void LeaveAllImpl() {
-  while (t_stages.depth > 0) LeaveImpl();
+void LeaveImpl() {
+  ThreadStages& t = t_stages;
+  if (t.depth > 0) LeaveAt(t, StageClockNanos());
+}
+
+int64_t LeaveAllImpl() {
+  ThreadStages& t = t_stages;
+  if (t.depth == 0) return 0;
+  const int64_t now = StageClockNanos();
+  while (t.depth > 0) LeaveAt(t, now);
+  return now;
+}
+
+int64_t SwitchImpl(Stage s) {
+  ThreadStages& t = t_stages;
+  const int64_t now = StageClockNanos();
+  while (t.depth > 0) LeaveAt(t, now);
+  EnterAt(t, s, now);
+  return now;
 }
 
 StageTimes TimesImpl() {
@@ -62,6 +76,7 @@ const StageRuntime kOwn = {
     EnterImpl,
     LeaveImpl,
     LeaveAllImpl,
+    SwitchImpl,
     TimesImpl,
     trace_internal::OnWord(),
     trace_internal::Flow,
@@ -108,7 +123,8 @@ const char* StageDetail(Stage s) {
 StageTimes ThreadStageTimes() { return g_active->times(); }
 void EnterStage(Stage s) { g_active->enter(s); }
 void LeaveStage() { g_active->leave(); }
-void LeaveAllStages() { g_active->leave_all(); }
+int64_t LeaveAllStages() { return g_active->leave_all(); }
+int64_t SwitchStage(Stage s) { return g_active->switch_to(s); }
 
 int64_t StageClockNanos() {
   timespec ts;

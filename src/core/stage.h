@@ -49,8 +49,11 @@ StageTimes ThreadStageTimes();
 
 void EnterStage(Stage s);
 void LeaveStage();
-// Leaves every stage this thread is in (a worker between two batches).
-void LeaveAllStages();
+// Leaves every stage this thread is in (a worker between two batches);
+// returns the clock's time it read (0 when the thread was in none).
+int64_t LeaveAllStages();
+// Leaves every stage and enters `s`, with one clock read; returns its time.
+int64_t SwitchStage(Stage s);
 
 class StageScope {
  public:

@@ -18,7 +18,8 @@ namespace stoker {
 struct StageRuntime {
   void (*enter)(Stage);
   void (*leave)();
-  void (*leave_all)();
+  int64_t (*leave_all)();
+  int64_t (*switch_to)(Stage);
   StageTimes (*times)();
   const std::atomic<uint32_t>* trace_on;
   void (*flow)(bool out, uint64_t id);

@@ -13,10 +13,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -46,9 +48,30 @@ TracePage* Page() {
   return page;
 }
 
+// An event as a buffer holds it (binary: formatting waits for the stop, in
+// the process that merges): a head, then text_len bytes of text.
+enum RecordType : uint8_t {
+  kSliceRec = 'X',    // stage, ts, arg: duration
+  kFlowOutRec = 's',  // ts, arg: flow id
+  kFlowInRec = 'f',
+  kCounterRec = 'C',  // ts, text: name '\0' args (a JSON object)
+  kInstantRec = 'i',  // ts, text: name '\0' args
+  kThreadRec = 'T',   // text: the thread's name
+  kProcessRec = 'P',  // text: the process's name
+};
+struct RecordHead {
+  uint8_t type;
+  uint8_t stage;
+  uint16_t text_len;
+  int32_t tid;
+  int64_t ts;
+  int64_t arg;
+};
+static_assert(sizeof(RecordHead) == 24);
+
 struct Buffer {
   std::mutex mu;
-  std::string text;          // events, one JSON object per line
+  std::string text;          // records (RecordHead + text)
   uint32_t generation = 0;   // of the trace the text belongs to
   int tid = 0;
   int64_t flushed_ns = 0;
@@ -126,19 +149,16 @@ std::string DefaultThreadName() {
   return name;
 }
 
+void AppendRecord(Buffer* b, RecordType type, uint8_t stage, int64_t ts, int64_t arg,
+                  std::string_view text = {}) {
+  const RecordHead h{type, stage, static_cast<uint16_t>(std::min<size_t>(text.size(), 65535)), b->tid, ts, arg};
+  b->text.append(reinterpret_cast<const char*>(&h), sizeof h);
+  b->text.append(text.data(), h.text_len);
+}
+
 void AppendMetadata(Buffer* b) {
-  Process* p = g_process;
-  char head[96];
-  std::snprintf(head, sizeof head, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
-                p->pid, b->tid);
-  b->text += head;
-  b->text += JsonString(b->name) + "}}\n";
-  if (!p->name.empty()) {
-    std::snprintf(head, sizeof head, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":",
-                  p->pid);
-    b->text += head;
-    b->text += JsonString(p->name) + "}}\n";
-  }
+  AppendRecord(b, kThreadRec, 0, 0, 0, b->name);
+  if (!g_process->name.empty()) AppendRecord(b, kProcessRec, 0, 0, 0, g_process->name);
 }
 
 Buffer* ThreadBuffer() {
@@ -202,15 +222,6 @@ void Append(F&& write_event) {
   if (b->text.size() >= kFlushBytes) FlushLocked(b);
 }
 
-double Micros(int64_t t) { return static_cast<double>(t - Page()->anchor_ns) / 1000.0; }
-
-void EventHead(Buffer* b, const char* ph, const char* name, int64_t t) {
-  char head[160];
-  std::snprintf(head, sizeof head, "{\"ph\":\"%s\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f", ph, name,
-                g_process->pid, b->tid, Micros(t));
-  b->text += head;
-}
-
 void RunSampler(Process* p) {
   pthread_setname_np(pthread_self(), "stoker-trace");
   std::unique_lock<std::mutex> l(p->sampler_mu);
@@ -254,6 +265,70 @@ int64_t PartsBytes(const std::string& dir, std::vector<std::string>* files) {
   return total;
 }
 
+// The JSON of a part file's records (a torn record at its end, from a
+// process killed mid-write, is left out).
+void FormatRecords(const std::string& bytes, int pid, int64_t anchor_ns, std::string* out, bool* first) {
+  size_t at = 0;
+  char line[256];
+  while (at + sizeof(RecordHead) <= bytes.size()) {
+    RecordHead h;
+    std::memcpy(&h, bytes.data() + at, sizeof h);
+    if (at + sizeof h + h.text_len > bytes.size()) break;
+    const std::string_view text(bytes.data() + at + sizeof h, h.text_len);
+    at += sizeof h + h.text_len;
+    const double us = static_cast<double>(h.ts - anchor_ns) / 1000.0;
+    const size_t nul = text.find('\0');
+    const std::string name(text.substr(0, nul));
+    const std::string_view args = nul == std::string_view::npos ? std::string_view("{}") : text.substr(nul + 1);
+    int n = 0;
+    std::string extra;
+    switch (h.type) {
+      case kSliceRec: {
+        const Stage st = static_cast<Stage>(h.stage < kStageCount ? h.stage : 0);
+        const char* detail = StageDetail(st);
+        n = std::snprintf(line, sizeof line,
+                          "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"stoker\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,"
+                          "\"dur\":%.3f%s%s%s}",
+                          StageName(st), pid, h.tid, us, static_cast<double>(h.arg) / 1000.0,
+                          detail[0] ? ",\"args\":{\"for\":\"" : "", detail, detail[0] ? "\"}" : "");
+        break;
+      }
+      case kFlowOutRec:
+      case kFlowInRec:
+        n = std::snprintf(line, sizeof line,
+                          "{\"ph\":\"%c\",\"name\":\"batch\",\"cat\":\"batch\",\"id\":\"0x%llx\",\"pid\":%d,"
+                          "\"tid\":%d,\"ts\":%.3f%s}",
+                          h.type, static_cast<unsigned long long>(h.arg), pid, h.tid, us,
+                          h.type == kFlowInRec ? ",\"bp\":\"e\"" : "");
+        break;
+      case kCounterRec:
+      case kInstantRec:
+        extra = "{\"ph\":\"" + std::string(1, static_cast<char>(h.type)) + "\",\"name\":" + JsonString(name) +
+                ",\"pid\":" + std::to_string(pid);
+        if (h.type == kInstantRec) extra += ",\"tid\":" + std::to_string(h.tid) + ",\"s\":\"t\",\"cat\":\"stoker\"";
+        std::snprintf(line, sizeof line, ",\"ts\":%.3f,\"args\":", us);
+        extra += line;
+        extra.append(args.data(), args.size());
+        extra += '}';
+        break;
+      case kThreadRec:
+      case kProcessRec:
+        extra = std::string("{\"ph\":\"M\",\"name\":\"") + (h.type == kThreadRec ? "thread_name" : "process_name") +
+                "\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(h.type == kThreadRec ? h.tid : 0) +
+                ",\"args\":{\"name\":" + JsonString(name) + "}}";
+        break;
+      default:
+        continue;
+    }
+    if (!*first) *out += ",\n";
+    *first = false;
+    if (n > 0)
+      out->append(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
+    else
+      *out += extra;
+  }
+}
+
 // Made when the library loads, before any worker is forked.
 [[maybe_unused]] TracePage* const g_page_made = Page();
 
@@ -264,56 +339,38 @@ namespace trace_internal {
 const std::atomic<uint32_t>* OnWord() { return &Page()->on; }
 
 void Slice(Stage s, int64_t t0, int64_t t1) {
-  Append([&](Buffer* b) {
-    EventHead(b, "X", StageName(s), t0);
-    char tail[96];
-    const char* detail = StageDetail(s);
-    if (detail[0])
-      std::snprintf(tail, sizeof tail, ",\"dur\":%.3f,\"cat\":\"stoker\",\"args\":{\"for\":\"%s\"}}\n",
-                    static_cast<double>(t1 - t0) / 1000.0, detail);
-    else
-      std::snprintf(tail, sizeof tail, ",\"dur\":%.3f,\"cat\":\"stoker\"}\n", static_cast<double>(t1 - t0) / 1000.0);
-    b->text += tail;
-  });
+  Append([&](Buffer* b) { AppendRecord(b, kSliceRec, static_cast<uint8_t>(s), t0, t1 - t0); });
 }
 
 void Flow(bool out, uint64_t id) {
   if (!Recording()) return;
   Append([&](Buffer* b) {
-    EventHead(b, out ? "s" : "f", "batch", StageClockNanos());
-    char tail[64];
-    std::snprintf(tail, sizeof tail, ",\"cat\":\"batch\",\"id\":\"0x%llx\"%s}\n", static_cast<unsigned long long>(id),
-                  out ? "" : ",\"bp\":\"e\"");
-    b->text += tail;
+    AppendRecord(b, out ? kFlowOutRec : kFlowInRec, 0, StageClockNanos(), static_cast<int64_t>(id));
   });
 }
 
 void Counter(const char* name, const std::pair<const char*, double>* values, size_t n) {
   if (!Recording() || n == 0) return;
-  Append([&](Buffer* b) {
-    char head[160];
-    std::snprintf(head, sizeof head, "{\"ph\":\"C\",\"name\":%s,\"pid\":%d,\"ts\":%.3f,\"args\":{",
-                  JsonString(name).c_str(), g_process->pid, Micros(StageClockNanos()));
-    b->text += head;
-    for (size_t i = 0; i < n; ++i) {
-      char v[48];
-      std::snprintf(v, sizeof v, ":%.17g", values[i].second);
-      if (i) b->text += ',';
-      b->text += JsonString(values[i].first);
-      b->text += v;
-    }
-    b->text += "}}\n";
-  });
+  std::string text = name;
+  text += '\0';
+  text += '{';
+  for (size_t i = 0; i < n; ++i) {
+    char v[48];
+    std::snprintf(v, sizeof v, ":%.17g", values[i].second);
+    if (i) text += ',';
+    text += JsonString(values[i].first);
+    text += v;
+  }
+  text += '}';
+  Append([&](Buffer* b) { AppendRecord(b, kCounterRec, 0, StageClockNanos(), 0, text); });
 }
 
 void Instant(const char* name, const char* args_json) {
   if (!Recording()) return;
-  Append([&](Buffer* b) {
-    EventHead(b, "i", name, StageClockNanos());
-    b->text += ",\"s\":\"p\",\"cat\":\"stoker\",\"args\":";
-    b->text += args_json;
-    b->text += "}\n";
-  });
+  std::string text = name;
+  text += '\0';
+  text += args_json;
+  Append([&](Buffer* b) { AppendRecord(b, kInstantRec, 0, StageClockNanos(), 0, text); });
 }
 
 void NameThread(const char* name) {
@@ -435,21 +492,17 @@ Result<std::string> StopTrace() {
   std::string out = "{\"traceEvents\":[\n";
   bool first = true;
   for (const std::string& f : parts) {
-    FILE* in = std::fopen(f.c_str(), "r");
-    if (!in) continue;
-    char* line = nullptr;
-    size_t cap = 0;
-    ssize_t n;
-    while ((n = getline(&line, &cap, in)) > 0) {
-      if (line[n - 1] == '\n') --n;
-      if (n == 0) continue;
-      if (!first) out += ",\n";
-      out.append(line, static_cast<size_t>(n));
-      first = false;
+    const size_t slash = f.rfind('/');
+    const int pid = std::atoi(f.c_str() + slash + 1);
+    std::string bytes;
+    if (FILE* in = std::fopen(f.c_str(), "rb")) {
+      char chunk[1 << 16];
+      size_t n;
+      while ((n = std::fread(chunk, 1, sizeof chunk, in)) > 0) bytes.append(chunk, n);
+      std::fclose(in);
     }
-    std::free(line);
-    std::fclose(in);
     unlink(f.c_str());
+    FormatRecords(bytes, pid, Page()->anchor_ns, &out, &first);
   }
   rmdir(dir.c_str());
   timespec rt;

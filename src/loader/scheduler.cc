@@ -324,7 +324,13 @@ bool Scheduler::EpochDone() const {
 
 Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
   if (!source_) return Status::InvalidArgument("Scheduler::Next before Reset");
-  StageScope waiting(Stage::kWaitBatch);  // (the training loop's track: "wait")
+  // The training loop's "wait" slice (traced only: the loop's stall is timed
+  // by its caller).
+  struct TracedWait {
+    bool on = TraceOn();
+    TracedWait() { if (on) EnterStage(Stage::kWaitBatch); }
+    ~TracedWait() { if (on) LeaveStage(); }
+  } waiting;
   const int64_t deadline = timeout_ns < 0 ? -1 : MonotonicNanos() + timeout_ns;
   for (;;) {
     if (!exits_.empty()) {  // a worker's death goes before anything else

@@ -48,21 +48,19 @@ Status WorkerPort::Next(Task* t, int64_t timeout_ns) {
   t->payload_bytes = h->task_bytes;
   wb_->current_slot.store(slot + 1, std::memory_order_relaxed);
   wb_->state.store(static_cast<uint32_t>(WorkerState::kBusy), std::memory_order_relaxed);
-  task_start_ns_ = MonotonicNanos();
   task_batch_ = t->batch_id;
   task_generation_ = t->generation;
   TraceFlushThread(/*idle=*/false);  // (one that is never idle: now and then)
-  task_stages_ = ThreadStageTimes();
+  task_stages_ = ThreadStageTimes();  // (in no stage: no clock read)
   collating_ = false;
-  EnterStage(Stage::kRead);
+  task_start_ns_ = SwitchStage(Stage::kRead);  // (the stage clock is CLOCK_MONOTONIC, as MonotonicNanos)
   return Status::OK();
 }
 
 void WorkerPort::BeginCollate() {
   if (collating_) return;  // (a collate_fn's, then the publish's: one stage)
   collating_ = true;
-  LeaveAllStages();
-  EnterStage(Stage::kCollate);
+  SwitchStage(Stage::kCollate);
 }
 
 uint8_t* WorkerPort::Region(uint32_t slot, uint64_t* capacity) {
@@ -109,22 +107,26 @@ Result<uint8_t*> WorkerPort::Backed(SlotHeader* h) {
 }
 
 void WorkerPort::Publish(uint32_t slot, SlotResult result, uint64_t used) {
-  LeaveAllStages();
-  EnterStage(Stage::kPublish);
-  if (TraceOn()) TraceFlow(/*out=*/true, BatchFlowId(arena_->control()->loader_id, task_generation_, task_batch_));
+  int64_t now = LeaveAllStages();
+  if (now == 0) now = MonotonicNanos();
+  const StageTimes done = ThreadStageTimes();
+  for (int i = 0; i < kStageCount; ++i)
+    if (const uint64_t d = done.ns[i] - task_stages_.ns[i]) wb_->stage_ns[i].fetch_add(d, std::memory_order_relaxed);
+  const bool tracing = TraceOn();
+  if (tracing) {  // (the hand-over is a slice of the trace's, not timed otherwise: it is short)
+    EnterStage(Stage::kPublish);
+    TraceFlow(/*out=*/true, BatchFlowId(arena_->control()->loader_id, task_generation_, task_batch_));
+  }
   SlotHeader* h = arena_->slot(slot);
   h->result = static_cast<uint32_t>(result);
   h->used_bytes = used;
   h->state.store(static_cast<uint32_t>(SlotState::kReady), std::memory_order_release);
-  LeaveStage();
-  const StageTimes now = ThreadStageTimes();
-  for (int i = 0; i < kStageCount; ++i)
-    if (const uint64_t d = now.ns[i] - task_stages_.ns[i]) wb_->stage_ns[i].fetch_add(d, std::memory_order_relaxed);
-  wb_->busy_ns.fetch_add(static_cast<uint64_t>(MonotonicNanos() - task_start_ns_), std::memory_order_relaxed);
+  wb_->busy_ns.fetch_add(static_cast<uint64_t>(now - task_start_ns_), std::memory_order_relaxed);
   wb_->batches.fetch_add(1, std::memory_order_relaxed);
   wb_->current_slot.store(0, std::memory_order_relaxed);
   SpscRing(&wb_->done).TryPush(slot);
   Doorbell(&arena_->control()->done_bell).Ring();
+  if (tracing) LeaveStage();
 }
 
 }  // namespace stoker

@@ -80,13 +80,13 @@ TEST(Trace, SlicesFlowsCountersAndTracksOfThreadsAndAForkedProcess) {
   const std::string text = Read(path);
   EXPECT_EQ(text.rfind("{\"traceEvents\":[", 0), 0u);
   EXPECT_NE(text.find("\"otherData\":{\"producer\":\"stoker\""), std::string::npos);
-  EXPECT_NE(text.find("\"name\":\"wait\",\"pid\":" + std::to_string(getpid())), std::string::npos);
+  EXPECT_NE(text.find("\"name\":\"wait\",\"cat\":\"stoker\",\"pid\":" + std::to_string(getpid())), std::string::npos);
   EXPECT_NE(text.find("\"args\":{\"for\":\"batch\"}"), std::string::npos);
   EXPECT_NE(text.find("\"name\":\"the \\\"test\\\"\""), std::string::npos);  // (escaped)
   EXPECT_NE(text.find("{\"name\":\"reader 0\"}"), std::string::npos);
   EXPECT_EQ(Count(text, "\"name\":\"decode\""), 1u);
   EXPECT_EQ(Count(text, "\"name\":\"read\""), 1u);
-  EXPECT_NE(text.find("\"name\":\"publish\",\"pid\":" + std::to_string(child)), std::string::npos);
+  EXPECT_NE(text.find("\"name\":\"publish\",\"cat\":\"stoker\",\"pid\":" + std::to_string(child)), std::string::npos);
   EXPECT_NE(text.find("{\"name\":\"worker 0\"}"), std::string::npos);
   EXPECT_EQ(Count(text, "\"id\":\"0xabc\""), 2u);  // out of the publish, into the wait
   EXPECT_GE(samples, 2);
