@@ -26,7 +26,7 @@ struct StageRuntime {
   void (*counter)(const char* name, const std::pair<const char*, double>* values, size_t n);
   void (*instant)(const char* name, const char* args_json);
   void (*name_thread)(const char* name);
-  void (*flush_thread)(bool idle);
+  int64_t (*flush_thread)(bool now);
 };
 
 // This copy's own table, and the one its stages go to (its own until

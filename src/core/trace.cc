@@ -30,7 +30,7 @@ namespace stoker {
 namespace {
 
 constexpr size_t kFlushBytes = 1 << 20;      // a buffer this large is written out
-constexpr int64_t kFlushEveryNs = 200'000'000;  // a thread that never idles writes this often
+constexpr int64_t kFlushEveryNs = 100'000'000;  // a thread's events are written within this
 constexpr auto kSampleEvery = std::chrono::milliseconds(50);  // counters at 20 Hz
 
 // Shared by the process that started the trace and the workers forked from
@@ -380,12 +380,15 @@ void NameThread(const char* name) {
   if (b->generation == Page()->generation.load(std::memory_order_acquire) && Recording()) AppendMetadata(b);
 }
 
-void FlushThread(bool idle) {
+int64_t FlushThread(bool now) {
   Buffer* b = t_buffer.b;
-  if (!b) return;
+  if (!b) return -1;
   std::lock_guard<std::mutex> g(b->mu);
-  if (b->text.empty()) return;
-  if (idle || StageClockNanos() - b->flushed_ns >= kFlushEveryNs) FlushLocked(b);
+  if (b->text.empty()) return -1;
+  const int64_t since = StageClockNanos() - b->flushed_ns;
+  if (!now && since < kFlushEveryNs) return kFlushEveryNs - since;
+  FlushLocked(b);
+  return -1;
 }
 
 }  // namespace trace_internal
@@ -406,7 +409,7 @@ void TraceInstant(const char* name, const std::string& args_json) {
 
 void TraceNameThread(const std::string& name) { ActiveStageRuntime()->name_thread(name.c_str()); }
 
-void TraceFlushThread(bool idle) { ActiveStageRuntime()->flush_thread(idle); }
+int64_t TraceFlushThread(bool now) { return ActiveStageRuntime()->flush_thread(now); }
 
 void TraceNameProcess(const std::string& name) {
   {
@@ -477,10 +480,10 @@ Result<std::string> StopTrace() {
     }
   }
   // Workers write what they hold when they next go idle: wait until the
-  // parts stop growing (a while, a second at most).
+  // parts stop growing (0.2 s, 1.2 s at most).
   const std::string dir = Page()->dir;
   int64_t last = PartsBytes(dir, nullptr);
-  for (int stable = 0, i = 0; stable < 3 && i < 20; ++i) {
+  for (int stable = 0, i = 0; stable < 4 && i < 24; ++i) {  // (workers write within 0.1 s)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const int64_t now = PartsBytes(dir, nullptr);
     stable = now == last ? stable + 1 : 0;

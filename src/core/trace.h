@@ -40,10 +40,11 @@ void TraceNameThread(const std::string& name);
 // The name of this process's track ("worker 3"); a worker forked from the
 // process that started the trace names itself.
 void TraceNameProcess(const std::string& name);
-// Writes this thread's buffered events to the process's part file: now
-// (idle: the thread is about to wait, the moment a worker flushes) or when
-// the buffer is large.
-void TraceFlushThread(bool idle);
+// Writes this thread's buffered events to the process's part file, now or
+// once they are 0.1 s old; returns the nanoseconds until they are due (-1:
+// none waits).  A worker about to wait for a task waits at most that long, so
+// what it recorded reaches the file while it idles (and the stop finds it).
+int64_t TraceFlushThread(bool now);
 
 // Counters are sampled by a thread of the process that started the trace, at
 // 20 Hz: a source is called with nothing held but the sources' lock and calls

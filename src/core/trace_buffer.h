@@ -20,7 +20,7 @@ void Flow(bool out, uint64_t id);
 void Counter(const char* name, const std::pair<const char*, double>* values, size_t n);
 void Instant(const char* name, const char* args_json);
 void NameThread(const char* name);
-void FlushThread(bool idle);
+int64_t FlushThread(bool now);
 
 }  // namespace stoker::trace_internal
 

@@ -1,5 +1,7 @@
 #include "loader/worker_port.h"
 
+#include <algorithm>
+
 #include "core/trace.h"
 
 #include "sync/doorbell.h"
@@ -22,13 +24,25 @@ Status WorkerPort::Next(Task* t, int64_t timeout_ns) {
   auto ready = [&] {
     return !ring.Empty() || ring.Closed() || c->shutdown.load(std::memory_order_acquire) != 0;
   };
+  const int64_t deadline = timeout_ns < 0 ? -1 : MonotonicNanos() + timeout_ns;
+  auto closed = [] {
+    TraceFlushThread(/*now=*/true);  // (the worker exits next: what it recorded first)
+    return Status::Closed("loader shut down");
+  };
   for (;;) {
-    if (c->shutdown.load(std::memory_order_acquire) != 0) return Status::Closed("loader shut down");
+    if (c->shutdown.load(std::memory_order_acquire) != 0) return closed();
     if (ring.TryPop(&e)) break;
-    if (ring.Closed()) return Status::Closed("loader shut down");
-    TraceFlushThread(/*idle=*/true);  // (a worker's events reach the trace while it waits)
-    if (!Doorbell(&wb_->task_bell).WaitUntil(ready, timeout_ns))
+    if (ring.Closed()) return closed();
+    // A trace's events this thread holds are written within 0.1 s, idle or
+    // not: the wait ends for that (core/trace.h).
+    const int64_t due = TraceFlushThread(/*now=*/false);
+    int64_t wait = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - MonotonicNanos());
+    const bool for_trace = due >= 0 && (wait < 0 || due < wait);
+    if (for_trace) wait = std::max<int64_t>(due, 1'000'000);
+    if (!Doorbell(&wb_->task_bell).WaitUntil(ready, wait)) {
+      if (for_trace) continue;
       return Status::Timeout("no task");
+    }
   }
   t->msg = TaskEntryMsg(e);
   if (t->msg == TaskMsg::kResume) {
@@ -50,7 +64,7 @@ Status WorkerPort::Next(Task* t, int64_t timeout_ns) {
   wb_->state.store(static_cast<uint32_t>(WorkerState::kBusy), std::memory_order_relaxed);
   task_batch_ = t->batch_id;
   task_generation_ = t->generation;
-  TraceFlushThread(/*idle=*/false);  // (one that is never idle: now and then)
+  TraceFlushThread(/*now=*/false);  // (one that is never idle: when due)
   task_stages_ = ThreadStageTimes();  // (in no stage: no clock read)
   collating_ = false;
   task_start_ns_ = SwitchStage(Stage::kRead);  // (the stage clock is CLOCK_MONOTONIC, as MonotonicNanos)

@@ -28,7 +28,25 @@ std::string StreamingDataset::Impl::Describe() const {
          o.remote + " cached in " + o.local;
 }
 
+void StreamingDataset::Impl::SampleTraceCounters() {
+  double hits, downloads, bytes, in_flight, requests;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    hits = static_cast<double>(cache->hits() + snapshot_hits);
+    downloads = static_cast<double>(cache->downloads() + streamed);
+    bytes = static_cast<double>(cache->bytes_downloaded() + stream_bytes);
+    in_flight = downloading;
+    requests = static_cast<double>(store_requests);
+  }
+  TraceCounter("streaming", {{"cache_hits", hits}, {"downloads", downloads}, {"bytes_fetched", bytes},
+                             {"shards_in_flight", in_flight}, {"requests", requests}});
+}
+
 void StreamingDataset::Impl::Shutdown() {
+  if (trace_source) {
+    RemoveTraceCounterSource(trace_source);
+    trace_source = 0;
+  }
   {
     std::lock_guard<std::mutex> g(mu);
     stop = true;
@@ -46,7 +64,11 @@ void StreamingDataset::Impl::Shutdown() {
 
 // ---- StreamingDataset ---------------------------------------------------------
 
-StreamingDataset::StreamingDataset(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
+StreamingDataset::StreamingDataset(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->self = this;
+  Impl* m = impl_.get();
+  m->trace_source = AddTraceCounterSource([m] { m->SampleTraceCounters(); });
+}
 StreamingDataset::~StreamingDataset() { Close(); }
 void StreamingDataset::Close() { impl_->Shutdown(); }
 

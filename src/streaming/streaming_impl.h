@@ -108,6 +108,10 @@ struct StreamingDataset::Impl {
 
   std::string Describe() const;
   void Shutdown();
+  // The trace's "streaming" counters (core/trace.h), sampled at 20 Hz while
+  // a trace runs: cache hits, downloads, bytes fetched, shards in flight.
+  int trace_source = 0;
+  void SampleTraceCounters();
   ~Impl() { Shutdown(); }
 
   // ---- shards and readers (streaming_epoch.cc) ----

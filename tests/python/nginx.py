@@ -49,7 +49,7 @@ http {{
   uwsgi_temp_path {w}/uwsgi;
   scgi_temp_path {w}/scgi;
   keepalive_requests 100000;
-  limit_req_zone $server_name zone=paced:1m rate=20r/s;
+  limit_req_zone $server_addr zone=paced:1m rate=20r/s;
   server {{
     listen 127.0.0.1:{self.port};
     root {self.root};

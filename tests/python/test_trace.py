@@ -200,7 +200,20 @@ def test_the_verdict_names_a_slow_store_every_time(tmp_path):
         for attempt in range(3):
             ds = StreamingDataset(server.url + "/paced", str(tmp_path / f"cache{attempt}"), max_bytes=0, mode="full",
                                   features={"y": ("int64", ())}, fetchers=1, prefetch=1)
-            b = verdict(stoker.DataLoader(ds, batch_size=8, num_workers=2))
+            loader = stoker.DataLoader(ds, batch_size=8, num_workers=2)
+            if attempt == 0:  # traced: the downloads, the readers' waits for them, the streaming counters
+                with stoker.trace(str(tmp_path / "store.json")):
+                    b = verdict(loader)
+                _doc, ev = load(tmp_path / "store.json")
+                threads = names(ev, "thread_name")
+                fetches = [e for e in ev if e["ph"] == "X" and e["name"] == "fetch"]
+                assert len(fetches) == 30 and {threads[(e["pid"], e["tid"])] for e in fetches} == {"fetcher"}
+                assert sorted(e["dur"] for e in fetches)[len(fetches) // 2] > 10_000, [e["dur"] for e in fetches]
+                assert any(e["name"] == "wait" and e.get("args", {}).get("for") == "store" for e in ev)
+                streaming = [e["args"] for e in ev if e["ph"] == "C" and e["name"] == "streaming"]
+                assert streaming and streaming[-1]["downloads"] >= 29 and streaming[-1]["bytes_fetched"] > 0
+            else:
+                b = verdict(loader)
             assert b["stage"] == "store", b
             assert "fetchers" in b["advice"]
     finally:

@@ -66,7 +66,7 @@ TEST(Trace, SlicesFlowsCountersAndTracksOfThreadsAndAForkedProcess) {
       StageScope p(Stage::kPublish);
       TraceFlow(true, 0xabc);
     }
-    TraceFlushThread(/*idle=*/true);
+    TraceFlushThread(/*now=*/true);
     _exit(0);
   }
   int status = 0;
