@@ -98,6 +98,10 @@ class Progress:
             self._bar.close()
             self._bar = None
         elif self._count:
+            try:  # the last count: updates between refreshes are not drawn
+                self.show(describe(self._stats()))
+            except Exception:  # noqa: BLE001 - a display must never fail the loop
+                pass
             sys.stderr.write("\n")
         if final:
             sys.stderr.write(final + "\n")
@@ -122,21 +126,27 @@ class Throughput:
         self.start = self.now()
         self.batches = 0
         self.stall = 0.0
+        self.first_wait = 0.0  # the epoch's first batch: workers starting, not a stage (the verdict leaves it out)
+        self.after_first = self.start
         st = self._engine.stats(False)
         self.bytes0 = st["delivered_bytes"]
-        st["throughput"] = {"stall_s": 0.0, "elapsed_s": 0.0, "batches": 0}
-        self.base = _verdict.counters(st, self._waits())
+        self.base = _verdict.counters(st, self._waits(), (0.0, 0.0, 0, 0.0))
 
     def counters(self, st: dict) -> dict:
-        return _verdict.counters(st, self._waits())
+        loop = (self.stall - self.first_wait, self.now() - self.after_first, max(0, self.batches - 1),
+                self.first_wait)
+        return _verdict.counters(st, self._waits(), loop)
 
     def verdict(self, st: dict, base=None) -> dict:
         """The verdict since the epoch began (or since `base`, counters() taken earlier)."""
         return _verdict.judge(self.counters(st), base or self.base, st, self._native)
 
     def batch(self, t0):
+        now = self.now()
+        if self.batches == 0:
+            self.first_wait, self.after_first = now - t0, now
         self.batches += 1
-        self.stall += self.now() - t0
+        self.stall += now - t0
 
     def snapshot(self, delivered_bytes: int) -> dict:
         elapsed = max(self.now() - self.start, 1e-9)

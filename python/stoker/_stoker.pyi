@@ -12,7 +12,7 @@ import numpy
 import numpy.typing
 import typing
 import typing_extensions
-__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DTYPE_NAMES', 'Engine', 'EpochOrder', 'HostBuffer', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'OnExhausted', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'consumed_places', 'contiguous_rank_order', 'describe_shard', 'feistel_order', 'format_shard_index', 'iota_order', 'memory_limit', 'mix_counters', 'mix_order', 'parse_shard_index', 'process_memory', 'register', 'remainder_order', 'sample_seed', 'samples_per_rank', 'shard_format_of', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'write_file_atomically']
+__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DTYPE_NAMES', 'Engine', 'EpochOrder', 'HostBuffer', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'OnExhausted', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'consumed_places', 'contiguous_rank_order', 'describe_shard', 'feistel_order', 'format_shard_index', 'iota_order', 'memory_limit', 'mix_counters', 'mix_order', 'parse_shard_index', 'process_memory', 'register', 'remainder_order', 'sample_seed', 'samples_per_rank', 'shard_format_of', 'stage_runtime', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'trace_instant', 'trace_name_process', 'trace_name_thread', 'trace_recording', 'trace_start', 'trace_stop', 'write_file_atomically']
 class HostBuffer:
     """
     Exports slot memory to numpy through the buffer protocol.
@@ -138,6 +138,10 @@ class WorkerPort:
     @staticmethod
     def from_engine(arg0: Engine, arg1: typing.SupportsInt | typing.SupportsIndex) -> WorkerPort:
         ...
+    def begin_collate(self) -> None:
+        """
+        The task's samples are fetched: collation (and publishing) follows (stats' and the trace's stages).
+        """
     def next_task(self) -> typing.Any:
         ...
     def publish(self, arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.Any, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: bool) -> int:
@@ -179,6 +183,10 @@ class Pump:
     def resume_at(self, delivered: typing.SupportsInt | typing.SupportsIndex = 0, extra: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = [], next_worker: typing.SupportsInt | typing.SupportsIndex = -1) -> None:
         """
         The next epoch begun (reset or reset_order) skips the batches a saved run delivered (map-style) or starts its round robin at next_worker (iterable).
+        """
+    def wait_times(self) -> tuple[float, float]:
+        """
+        (seconds next() waited for workers, of which with tasks held back for want of room in the slot pool)
         """
     @property
     def generation(self) -> int:
@@ -716,6 +724,29 @@ def torch_randperm_seeded(arg0: typing.SupportsInt | typing.SupportsIndex, arg1:
     """
     The first `count` of torch.randperm(n) from a generator seeded with `seed` (manual_seed).
     """
+def trace_instant(arg0: str, arg1: str) -> None:
+    """
+    A moment on this thread's track with arguments (a JSON object's text).
+    """
+def trace_name_process(arg0: str) -> None:
+    """
+    Names this process's track in the trace.
+    """
+def trace_name_thread(arg0: str) -> None:
+    """
+    Names this thread's track in the trace.
+    """
+def trace_recording() -> bool:
+    ...
+def trace_start(path: str, process_name: str = 'training loop') -> None:
+    """
+    Starts recording a trace of this process and the workers it forks.
+    """
+def trace_stop() -> str:
+    """
+    Stops recording and writes the trace's file; returns its path.
+    """
 def write_file_atomically(arg0: str, arg1: bytes) -> None:
     ...
 DTYPE_NAMES: tuple = ('bool', 'uint8', 'int8', 'int16', 'int32', 'int64', 'uint16', 'uint32', 'uint64', 'float16', 'bfloat16', 'float32', 'float64', 'complex64', 'complex128')
+stage_runtime: typing.Any

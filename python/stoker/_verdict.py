@@ -25,17 +25,18 @@ _OF = {"read": "getitem", "wait_store": "store", "fetch": "store", "decode": "de
        "collate": "collate", "publish": "collate", "wait_memory": "memory_budget"}
 
 
-def counters(st: dict, waits) -> dict:
-    """The cumulative numbers a verdict is made of, from stats() and the
-    pump's wait_times() ((0, 0) without workers)."""
+def counters(st: dict, waits, loop) -> dict:
+    """The cumulative numbers a verdict is made of, from stats(), the pump's
+    wait_times() ((0, 0) without workers) and the loop's (stall, elapsed,
+    batches) since the epoch's first batch, and that batch's wait (workers
+    starting: not a stage's)."""
     stages = dict.fromkeys(STAGES, 0.0)
     for w in st.get("workers", ()):
         for k, v in w.get("stage_s", {}).items():
             s = _OF.get(k)
             if s is not None:
                 stages[s] += v
-    t = st["throughput"]
-    return {"stall_s": t["stall_s"], "elapsed_s": t["elapsed_s"], "batches": t["batches"],
+    return {"stall_s": loop[0], "elapsed_s": loop[1], "batches": loop[2], "first_batch_s": loop[3],
             "stages": stages, "no_room_s": waits[1]}
 
 
@@ -57,9 +58,9 @@ def judge(now: dict, base: dict, st: dict, native: bool) -> dict:
     workers = len(st.get("workers", ()))
     out = {"stage": None, "loop_wait_fraction": min(1.0, wait / elapsed), "wait_by_stage": {},
            "worker_seconds": {s: round(v, 6) for s, v in work.items()}, "batches": batches,
-           "window_s": round(elapsed, 3), "advice": ""}
-    if batches == 0 and wait == 0.0:
-        out["advice"] = "no batch delivered yet"
+           "window_s": round(elapsed, 3), "first_batch_s": round(now.get("first_batch_s", 0.0), 4), "advice": ""}
+    if batches == 0:
+        out["advice"] = "too few batches yet (the first, which waits for the workers to start, is left out)"
         return out
     if workers == 0:
         out["stage"] = "getitem"
@@ -95,25 +96,29 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+def _per_batch(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.0f} us"
+
+
 def _advice(stage: str, work: dict, batches: int, workers: int, st: dict, native: bool) -> str:
     cores = _cores()
-    per_batch = work[stage] / max(1, batches) * 1e3
+    per_batch = _per_batch(work[stage] / max(1, batches))
     who = "reader threads" if native else "workers"
     more = (f"raise num_workers (now {workers}; this machine has {cores} cores)" if workers < 2 * cores
             else f"{workers} {who} on {cores} cores already")
     if stage == "getitem":
         what = "a native dataset's reads" if native else "the dataset's __getitem__"
-        return (f"{what} takes {per_batch:.1f} ms per batch in each of the {workers} {who}: {more}, "
+        return (f"{what} takes {per_batch} per batch in each of the {workers} {who}: {more}, "
                 "or make it cheaper (a stoker.io native dataset reads without Python)")
     if stage == "store":
-        return (f"the readers wait for downloads ({per_batch:.1f} ms per batch): more fetchers "
+        return (f"the readers wait for downloads ({per_batch} per batch): more fetchers "
                 "(StreamingDataset(fetchers=...)), a nearer store or a cache (mode='cached'), larger shards")
     if stage == "decode":
-        return f"decoding takes {per_batch:.1f} ms per batch: {more}, or decode smaller images"
+        return f"decoding takes {per_batch} per batch: {more}, or decode smaller images"
     if stage == "transform":
-        return f"transforms take {per_batch:.1f} ms per batch: {more}, or lighter transforms"
+        return f"transforms take {per_batch} per batch: {more}, or lighter transforms"
     if stage == "collate":
-        return (f"collating takes {per_batch:.1f} ms per batch: a lighter collate_fn (stoker's default collates "
+        return (f"collating takes {per_batch} per batch: a lighter collate_fn (stoker's default collates "
                 "in C++ straight into shared memory), or fewer, larger tensors per sample")
     budget = st.get("max_memory", 0)
     batch = st.get("expected_batch_bytes", 0)

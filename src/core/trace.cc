@@ -83,7 +83,9 @@ struct Buffer {
 struct Process {
   std::mutex mu;
   std::vector<Buffer*> buffers;
-  std::string name;
+  // The process's track name: read by any thread as it appends (under its
+  // buffer's lock, never this mu), so swapped whole.
+  std::atomic<std::shared_ptr<const std::string>> name{std::make_shared<const std::string>()};
   int pid = 0;
   std::mutex sources_mu;  // (a source appends to the sampler's buffer, which takes mu)
   std::map<int, std::function<void()>> sources;
@@ -158,7 +160,8 @@ void AppendRecord(Buffer* b, RecordType type, uint8_t stage, int64_t ts, int64_t
 
 void AppendMetadata(Buffer* b) {
   AppendRecord(b, kThreadRec, 0, 0, 0, b->name);
-  if (!g_process->name.empty()) AppendRecord(b, kProcessRec, 0, 0, 0, g_process->name);
+  const std::shared_ptr<const std::string> name = g_process->name.load();
+  if (!name->empty()) AppendRecord(b, kProcessRec, 0, 0, 0, *name);
 }
 
 Buffer* ThreadBuffer() {
@@ -415,7 +418,7 @@ void TraceNameProcess(const std::string& name) {
   {
     std::lock_guard<std::mutex> g(g_process->mu);
     if (g_process->pid == 0) g_process->pid = static_cast<int>(getpid());
-    g_process->name = name;
+    g_process->name.store(std::make_shared<const std::string>(name));
   }
   if (!trace_internal::Recording()) return;
   Buffer* b = ThreadBuffer();
@@ -453,7 +456,7 @@ Status StartTrace(const std::string& path, const std::string& process_name) {
   {
     std::lock_guard<std::mutex> g(p->mu);
     if (p->pid == 0) p->pid = static_cast<int>(getpid());
-    p->name = process_name;
+    p->name.store(std::make_shared<const std::string>(process_name));
     p->output = path;
   }
   std::memcpy(Page()->dir, dir.c_str(), dir.size() + 1);

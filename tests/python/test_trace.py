@@ -241,3 +241,39 @@ def test_plot_draws_a_trace(tmp_path):
     r = subprocess.run([sys.executable, "-m", "stoker", "plot", str(bad), "-o", str(png)], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 1 and "bad.json" in r.stderr
+
+
+def test_the_image_pipelines_decodes_are_on_the_reader_threads_clock_and_trace(tmp_path):
+    """stoker.vision's codecs live in another extension module, with its own
+    copy of the core: its stages reach the reader thread's one clock and the
+    one trace (core/stage_runtime.h)."""
+    vision = pytest.importorskip("stoker.vision")
+    from stoker.bench.images import make_images
+    make_images(str(tmp_path / "imgs"), 24, classes=2)
+    ds = vision.ImageFolder(str(tmp_path / "imgs"), transform=vision.Compose(
+        [vision.Resize(64), vision.CenterCrop(64), vision.ToDtype("float32", scale=True)]))
+    loader = stoker.DataLoader(ds, batch_size=4, num_workers=2)
+    with stoker.trace(str(tmp_path / "img.json")):
+        b = verdict(loader)
+    assert b["stage"] == "decode", b
+    _doc, ev = load(tmp_path / "img.json")
+    threads = names(ev, "thread_name")
+    decodes = [e for e in ev if e["ph"] == "X" and e["name"] == "decode"]
+    assert len(decodes) == 24 and {threads[(e["pid"], e["tid"])] for e in decodes} <= {"reader 0", "reader 1"}
+    assert len([e for e in ev if e["ph"] == "X" and e["name"] == "transform"]) == 24
+    reads = [e for e in ev if e["ph"] == "X" and e["name"] == "read"]
+    for d in decodes:  # each inside a read of its thread
+        assert any(r["tid"] == d["tid"] and r["ts"] <= d["ts"] and d["ts"] + d["dur"] <= r["ts"] + r["dur"] + 0.01
+                   for r in reads)
+
+
+def test_parquet_row_groups_are_decode_slices(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from stoker.io import ParquetDataset
+    pq.write_table(pa.table({"x": np.arange(4000, dtype=np.int64)}), tmp_path / "t.parquet", row_group_size=500)
+    loader = stoker.DataLoader(ParquetDataset(str(tmp_path / "t.parquet")), batch_size=100, num_workers=2)
+    with stoker.trace(str(tmp_path / "pq.json")):
+        assert sum(len(b["x"]) for b in loader) == 4000
+    _doc, ev = load(tmp_path / "pq.json")
+    assert len([e for e in ev if e["ph"] == "X" and e["name"] == "decode"]) == 8  # one per row group

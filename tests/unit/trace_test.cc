@@ -54,6 +54,7 @@ TEST(Trace, SlicesFlowsCountersAndTracksOfThreadsAndAForkedProcess) {
     StageScope w(Stage::kWaitBatch);
     TraceFlow(false, 0xabc);
   }
+  TraceInstant("autotune", "{\"knob\":\"num_workers\",\"old\":2,\"new\":3}");
   std::thread([] {
     TraceNameThread("reader 0");
     StageScope r(Stage::kRead);
@@ -89,6 +90,8 @@ TEST(Trace, SlicesFlowsCountersAndTracksOfThreadsAndAForkedProcess) {
   EXPECT_NE(text.find("\"name\":\"publish\",\"cat\":\"stoker\",\"pid\":" + std::to_string(child)), std::string::npos);
   EXPECT_NE(text.find("{\"name\":\"worker 0\"}"), std::string::npos);
   EXPECT_EQ(Count(text, "\"id\":\"0xabc\""), 2u);  // out of the publish, into the wait
+  EXPECT_NE(text.find("\"ph\":\"i\",\"name\":\"autotune\""), std::string::npos);
+  EXPECT_NE(text.find("\"args\":{\"knob\":\"num_workers\",\"old\":2,\"new\":3}}"), std::string::npos);
   EXPECT_GE(samples, 2);
   EXPECT_GE(Count(text, "\"name\":\"queue\""), 2u);
   EXPECT_NE(text.find("\"args\":{\"ready\":3,\"held\":1}"), std::string::npos);
