@@ -1,5 +1,6 @@
 """Parquet to torch batches: stoker.io.ParquetDataset against the loaders that
-read Parquet (HF datasets plain and shuffled, Grain's ParquetIterDataset)
+read Parquet (HF datasets plain and shuffled, Grain's ParquetIterDataset,
+litData's StreamingDataset with its ParquetLoader, which reads with polars)
 and torch's DataLoader over read_row_group, in the same run, on the files
 bench/parquet.py writes.  Run with the peers' Python (docs/benchmarks.md):
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 import time
 import warnings
@@ -45,11 +47,29 @@ def grain(paths, batch, shuffle):
         if shuffle:
             rows = gp.experimental.WindowShuffleIterDataset(rows, window_size=8192, seed=0)
 
-        def to_torch(rs):
-            return {"id": torch.tensor([r["id"] for r in rs]), "label": torch.tensor([r["label"] for r in rs]),
-                    "emb": torch.from_numpy(np.stack([np.asarray(r["emb"], np.float32) for r in rs])),
-                    "text": [r["text"] for r in rs], "img": [r["img"] for r in rs]}
-        return rows.batch(batch, batch_fn=to_torch)
+        return rows.batch(batch, batch_fn=rows_to_torch)
+    return make
+
+
+def rows_to_torch(rs):
+    """A batch of row dicts (Grain's, litData's) as the others give it."""
+    return {"id": torch.tensor([r["id"] for r in rs]), "label": torch.tensor([r["label"] for r in rs]),
+            "emb": torch.from_numpy(np.stack([np.asarray(r["emb"], np.float32) for r in rs])),
+            "text": [r["text"] for r in rs], "img": [r["img"] for r in rs]}
+
+
+def litdata_loader(data_dir, batch, shuffle, workers=2):
+    """litData's StreamingDataset over the Parquet files as they are
+    (index_parquet_dataset writes its index.json beside them, not timed),
+    each row a dict from polars, batched by its StreamingDataLoader."""
+    import litdata
+    from litdata.streaming.item_loader import ParquetLoader
+    if not os.path.exists(os.path.join(data_dir, "index.json")):
+        litdata.index_parquet_dataset(data_dir)
+
+    def make():
+        ds = litdata.StreamingDataset(data_dir, item_loader=ParquetLoader(), shuffle=shuffle, seed=0)
+        return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=rows_to_torch)
     return make
 
 
@@ -68,6 +88,9 @@ def main():
         data = os.path.join(d, "data")
         n = write(data, a.files, a.groups, a.rows)
         paths = sorted(os.path.join(data, f) for f in os.listdir(data))
+        # (litData's copy: its index and cache beside the files, out of the others' way)
+        lit = os.path.join(d, "lit")
+        shutil.copytree(data, lit)
         print(f"{a.files} files x {a.groups} row groups x {a.rows} rows = {n} rows")
         runs = {
             "stoker ParquetDataset, sequential": lambda: stoker.DataLoader(
@@ -80,6 +103,8 @@ def main():
             "HF datasets .shuffle() with_format('torch')": hf(paths, a.batch, True, cache),
             "Grain ParquetIterDataset": grain(paths, a.batch, False),
             "Grain ParquetIterDataset, window shuffle 8192": grain(paths, a.batch, True),
+            "litData StreamingDataset + ParquetLoader (2 workers)": litdata_loader(lit, a.batch, False),
+            "litData StreamingDataset + ParquetLoader, shuffled (2 workers)": litdata_loader(lit, a.batch, True),
         }
         best = {k: 0.0 for k in runs}
         for _ in range(a.rounds):

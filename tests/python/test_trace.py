@@ -132,11 +132,12 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_stoker_trace_in_the_environment_writes_one_file_per_rank_and_they_merge(tmp_path, context):
+def test_stoker_trace_in_the_environment_writes_one_file_per_rank_and_they_merge(tmp_path):
+    """Rank 0's workers are forked (they record into its trace), rank 1's
+    spawned (they record nothing, and start no trace of their own)."""
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    for rank in (0, 1):
+    for rank, context in ((0, "fork"), (1, "spawn")):
         env = dict(os.environ, STOKER_TRACE=str(tmp_path / "run.json"), WORLD_SIZE="2", RANK=str(rank))
         subprocess.run([sys.executable, str(script), context], env=env, check=True, timeout=120)
     files = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("run"))
@@ -144,10 +145,12 @@ def test_stoker_trace_in_the_environment_writes_one_file_per_rank_and_they_merge
     for f in files:
         _doc, ev = load(tmp_path / f)
         procs = names(ev, "process_name")
-        assert sorted(procs.values())[0].startswith("training loop (rank")
-        if context == "fork":
+        assert sorted(procs.values())[0] == f"training loop (rank {f[8]})"
+        if f == "run.rank0.json":
             assert "worker 0" in procs.values()
             assert len([e for e in ev if e["ph"] == "s"]) == 8
+        else:
+            assert list(procs.values()) == ["training loop (rank 1)"] * len(procs)
     out = tmp_path / "merged.json"
     subprocess.run([sys.executable, "-m", "stoker", "trace-merge", str(tmp_path / "run.rank0.json"),
                     str(tmp_path / "run.rank1.json"), "-o", str(out)], check=True, timeout=60)
