@@ -61,7 +61,9 @@ def rows_to_torch(rs):
 def litdata_loader(data_dir, batch, shuffle, workers=2):
     """litData's StreamingDataset over the Parquet files as they are
     (index_parquet_dataset writes its index.json beside them, not timed),
-    each row a dict from polars, batched by its StreamingDataLoader."""
+    each row a dict from polars, batched by its StreamingDataLoader; its
+    workers are spawned (it refuses fork), and their start is timed, as a
+    training loop waits for it."""
     import litdata
     from litdata.streaming.item_loader import ParquetLoader
     if not os.path.exists(os.path.join(data_dir, "index.json")):
@@ -69,7 +71,9 @@ def litdata_loader(data_dir, batch, shuffle, workers=2):
 
     def make():
         ds = litdata.StreamingDataset(data_dir, item_loader=ParquetLoader(), shuffle=shuffle, seed=0)
-        return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=rows_to_torch)
+        # (spawn: litData refuses fork with polars' thread pool, litData#823)
+        return litdata.StreamingDataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=rows_to_torch,
+                                           multiprocessing_context="spawn")
     return make
 
 

@@ -114,7 +114,8 @@ def _advice(stage: str, work: dict, batches: int, workers: int, st: dict, native
         return (f"the readers wait for downloads ({per_batch} per batch): more fetchers "
                 "(StreamingDataset(fetchers=...)), a nearer store or a cache (mode='cached'), larger shards")
     if stage == "decode":
-        return f"decoding takes {per_batch} per batch: {more}, or decode smaller images"
+        return (f"decoding (images, Parquet row groups) takes {per_batch} per batch: {more}, or decode less "
+                "(smaller images or a crop's box; Parquet: only the columns used, a lighter codec)")
     if stage == "transform":
         return f"transforms take {per_batch} per batch: {more}, or lighter transforms"
     if stage == "collate":

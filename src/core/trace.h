@@ -4,10 +4,12 @@
 // Recording is off unless StartTrace (include/stoker/trace.h) turned it on;
 // off, a trace point costs one relaxed load.  The on/off word lives in a
 // MAP_SHARED page made when the library loads, so the workers forked from the
-// main process see a start and a stop.  Each thread appends its events to a
-// buffer of its own; a process writes its buffers to `<parts>/<pid>.part`
-// (when a buffer grows large, when a worker goes idle, at a stop), and the
-// process that started the trace merges the parts into the file at the stop.
+// main process see a start and a stop.  Each thread appends its events, as
+// binary records, to a buffer of its own; a thread writes its buffer to
+// `<parts>/<pid>.part` once its events are 0.1 s old (a worker waiting for a
+// task wakes for that), when it is large, and when a worker closes; the
+// process that started the trace writes its own threads' at the stop, then
+// formats every part into the file.
 #ifndef STOKER_CORE_TRACE_H_
 #define STOKER_CORE_TRACE_H_
 
