@@ -280,3 +280,15 @@ def test_parquet_row_groups_are_decode_slices(tmp_path):
         assert sum(len(b["x"]) for b in loader) == 4000
     _doc, ev = load(tmp_path / "pq.json")
     assert len([e for e in ev if e["ph"] == "X" and e["name"] == "decode"]) == 8  # one per row group
+
+
+def test_bench_plot_draws_the_table(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [{"workload": w, "loader": k, "samples_per_s": r} for w, t, s in (("a", 7e4, 1.1e6), ("c", 430, 2960))
+            for k, r in (("torch", t), ("stoker", s))]
+    code = ("import json, sys\nfrom stoker._plot import plot_bench\n"
+            "print(plot_bench(json.loads(sys.argv[1]), sys.argv[2]))\n")  # (matplotlib keeps its fonts open)
+    subprocess.run([sys.executable, "-c", code, json.dumps({"rows": rows, "cpus": 2, "torch_version": "2.13.0"}),
+                    str(tmp_path / "bench.png")], check=True, timeout=120)
+    data = (tmp_path / "bench.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
