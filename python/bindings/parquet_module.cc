@@ -59,6 +59,7 @@ PYBIND11_MODULE(_stoker_parquet, m) {
              out["decoded_bytes"] = s.decoded_bytes;
              out["peak_decoded_bytes"] = s.peak_decoded_bytes;
              out["evictions"] = s.evictions;
+             out["cache_budget"] = s.cache_budget;
              return out; })
       // This rank's order of an epoch, an EpochOrder (row groups shuffled
       // `window` at a time; the readers decode ahead in it).

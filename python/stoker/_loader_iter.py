@@ -140,7 +140,7 @@ class _StokerIter(_BaseDataLoaderIter):
         self._iter_base = list(resume.get("per_worker", [])) if resume is not None and self._is_iterable else []
         # Native readers are threads of this process: the pool needs no
         # shared memory (private memory is quicker to back; shm/arena.h).
-        self._engine = N.Engine(nw, loader.max_memory, max(256, 4 * most + 64),
+        self._engine = N.Engine(nw, loader._pool_memory(self._native_ds is not None), max(256, 4 * most + 64),
                                 process_shared=self._native_ds is None)
         if getattr(loader, "_epoch", None) is not None:
             self._engine.set_epoch(loader._epoch)

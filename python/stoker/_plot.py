@@ -69,7 +69,8 @@ def series(events: list) -> dict:
         elif e["name"] in _WORK:
             work[track].append(span)
     memory = [(e["ts"] / 1e6, e["args"]) for e in events if e.get("ph") == "C" and e.get("name") == "slot pool bytes"]
-    decisions = [(e["ts"] / 1e6, e.get("args", {})) for e in events if e.get("ph") == "i" and e.get("name") == "autotune"]
+    decisions = [(e["ts"] / 1e6, e.get("args", {})) for e in events
+                 if e.get("ph") == "i" and e.get("name") == "autotune"]
     return {"t_end": t_end, "loop_stall": _coverage(loop_wait, t_end),
             "busy": {k: _coverage(v, t_end) for k, v in sorted(work.items())},
             "memory": memory, "decisions": decisions}

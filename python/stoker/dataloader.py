@@ -53,6 +53,10 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         if that is less).  A hard bound: the slot pool never holds more.  A
         batch larger than the budget is an error naming its indices; batches
         the training loop keeps past the budget are copied out of the pool.
+        A dataset that keeps decoded data of its own (stoker.io.ParquetDataset:
+        its decoded row groups, `memory_bytes`) takes its part out of
+        max_memory first (in each worker process that reads it), and the
+        slot pool has the rest.
     output: "torch" (default) for torch tensors, "numpy" for numpy arrays.
     progress: show a live line while iterating (tqdm where installed) with
         batches/s, MB/s, the share of time the loop waits for data, the pool's
@@ -177,6 +181,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             raise ValueError("max_worker_restarts needs a map-style dataset: an IterableDataset's stream "
                              "cannot be resumed in a replacement worker")
         self.max_memory = max_memory
+        self._pool_memory(native=True)  # (a dataset's own part leaves room for batches: checked now)
         self.output = output
         self.max_worker_restarts = max_worker_restarts
         if reader_priority not in ("normal", "low", "idle"):
@@ -345,6 +350,29 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             self.check_worker_number_rationality()
         return _StokerIter(self, own_pass=own_pass)
 
+    def _with_dataset_part(self, st: dict) -> dict:
+        """stats() with max_memory as given, and the dataset's part of it."""
+        held = self.max_memory - st.get("max_memory", self.max_memory)
+        if held > 0:
+            st["max_memory"], st["dataset_memory_bytes"] = self.max_memory, held
+        return st
+
+    def _pool_memory(self, native: bool) -> int:
+        """max_memory less what the dataset holds of it (a ParquetDataset's
+        decoded row groups: once when C++ threads read it here, once per
+        worker process otherwise); the slot pool's budget."""
+        held = int(getattr(self.dataset, "memory_bytes", 0)) if getattr(type(self.dataset), "_holds_loader_memory",
+                                                                            False) else 0
+        held *= 1 if native else max(1, self.num_workers)
+        pool = self.max_memory - held
+        if held and pool < (16 << 20):
+            raise ValueError(f"max_memory={self.max_memory} bytes holds the dataset's decoded data ({held} bytes: "
+                             f"{type(self.dataset).__name__}.memory_bytes"
+                             f"{'' if native else f' in each of {self.num_workers} worker processes'}) and leaves "
+                             f"{max(pool, 0)} bytes for batches, less than 16 MiB: raise max_memory, or give the "
+                             "dataset a smaller cache_bytes or shuffle_window")
+        return pool
+
     def stats(self, memory: bool = True) -> dict:
         """Statistics of the live iterator, or of the last one as it ended
         (its epoch over, or dropped); {} before the first.
@@ -359,7 +387,9 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         waits); bottleneck: the stage that holds the loop back this epoch
         (getitem, store, decode, transform, collate, memory_budget or
         training_loop), wait_by_stage (the loop's wait split by stage, summing
-        to 1) and advice (docs/trace.md); queues (in_progress,
+        to 1) and advice (docs/trace.md); dataset_memory_bytes (the part of
+        max_memory a dataset's own cache holds: ParquetDataset's decoded row
+        groups, left out of budget_bytes); queues (in_progress,
         reorder_buffer, spilled, retry, per_worker ring depth); throughput
         (batches, batches_per_s, bytes_per_s, stall_s and stall_fraction: the
         time the training loop waited in next()).  Once the iterator has
@@ -368,7 +398,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         docs/memory.md has more."""
         it = self._iterator if self._iterator is not None else getattr(self, "_last_iter", lambda: None)()
         if it is not None and not it._shutdown:
-            return it.stats(memory)
+            return self._with_dataset_part(it.stats(memory))
         st = dict(getattr(self, "_final_stats", {}))
         if st and memory:
             try:
@@ -377,4 +407,4 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
                 pass
             else:
                 st["tree_pss"] = st["main"]["pss"]
-        return st
+        return self._with_dataset_part(st)

@@ -96,9 +96,18 @@ class ParquetDataset(NativeDataset):
 
     def stats(self) -> dict:
         """Row groups decoded (again, after an eviction, counted again), the
-        decoded bytes held now and at most, evictions, and for remote files
-        the requests made and bytes fetched: in this process."""
+        decoded bytes held now and at most, the most the cache holds
+        (cache_budget), evictions, and for remote files the requests made and
+        bytes fetched: in this process."""
         return dict(self._native.stats())
+
+    _holds_loader_memory = True  # (stoker.DataLoader: memory_bytes comes out of max_memory)
+
+    @property
+    def memory_bytes(self) -> int:
+        """What this dataset holds of a loader's max_memory: its decoded row
+        groups' budget.  stoker.DataLoader gives the slot pool the rest."""
+        return int(self._native.stats()["cache_budget"])
 
     def sampler(self, shuffle: bool = False, seed: int = 0, rank: int = 0, world_size: int = 1, pad: bool = True):
         """The sampler stoker.DataLoader gives this dataset (RowGroupSampler)."""

@@ -314,6 +314,7 @@ const std::vector<std::pair<uint64_t, uint64_t>>& ParquetDataset::row_groups() c
 uint32_t ParquetDataset::window() const { return impl_->o.window; }
 ParquetStats ParquetDataset::stats() const {
   ParquetStats s = impl_->cache->stats();
+  s.cache_budget = impl_->cache->budget();
   s.requests = impl_->fetched->requests.load(std::memory_order_relaxed);
   s.bytes_fetched = impl_->fetched->bytes.load(std::memory_order_relaxed);
   return s;

@@ -127,6 +127,24 @@ def test_a_shuffled_epoch_is_every_row_once_and_decodes_each_row_group_once(file
     assert [i for b in again for i in b["id"].tolist()] == orders[1], "an epoch's order is a function of (seed, epoch)"
 
 
+def test_the_decoded_row_groups_are_part_of_max_memory(files):
+    d, _ = files
+    ds = stoker.io.ParquetDataset(d, columns=["id", "emb"], shuffle_window=4)
+    held = ds.memory_bytes
+    assert held == ds.stats()["cache_budget"] > 64 << 20  # (the window's row groups and 64 MiB)
+    loader = stoker.DataLoader(ds, batch_size=32, shuffle=True, num_workers=2, max_memory=held + (32 << 20))
+    assert sorted(i for b in loader for i in b["id"].tolist()) == list(range(N_ROWS))
+    st = loader.stats(False)
+    assert st["max_memory"] == held + (32 << 20) and st["dataset_memory_bytes"] == held
+    assert st["budget_bytes"] <= 32 << 20 and ds.stats()["peak_decoded_bytes"] <= held
+    # Read by worker processes (a collate_fn of the user's), each holds a cache.
+    workers = stoker.DataLoader(ds, batch_size=32, num_workers=2, max_memory=2 * held + (32 << 20),
+                                collate_fn=lambda rows: len(rows))
+    assert sum(workers) == N_ROWS and workers.stats(False)["dataset_memory_bytes"] == 2 * held
+    with pytest.raises(ValueError, match=r"max_memory=.* holds the dataset's decoded data .*cache_bytes"):
+        stoker.DataLoader(ds, batch_size=32, num_workers=2, max_memory=held + (8 << 20))
+
+
 def test_ranks_take_disjoint_parts_that_cover_the_epoch(files):
     d, _ = files
     ds = stoker.io.ParquetDataset(d, columns=["id"])
