@@ -83,6 +83,8 @@ const StageRuntime kOwn = {
     trace_internal::Counter,
     trace_internal::Instant,
     trace_internal::NameThread,
+    trace_internal::AddSource,
+    trace_internal::RemoveSource,
     trace_internal::FlushThread,
 };
 

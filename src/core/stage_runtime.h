@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <utility>
 
 #include "core/stage.h"
@@ -26,6 +27,8 @@ struct StageRuntime {
   void (*counter)(const char* name, const std::pair<const char*, double>* values, size_t n);
   void (*instant)(const char* name, const char* args_json);
   void (*name_thread)(const char* name);
+  int (*add_source)(std::function<void()> sample);
+  void (*remove_source)(int id);
   int64_t (*flush_thread)(bool now);
 };
 

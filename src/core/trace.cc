@@ -227,16 +227,19 @@ void Append(F&& write_event) {
 
 void RunSampler(Process* p) {
   pthread_setname_np(pthread_self(), "stoker-trace");
+  auto sample = [p] {
+    std::lock_guard<std::mutex> g(p->sources_mu);
+    for (auto& [id, source] : p->sources) source();
+  };
   std::unique_lock<std::mutex> l(p->sampler_mu);
   while (!p->sampler_stop) {
     l.unlock();
-    {
-      std::lock_guard<std::mutex> g(p->sources_mu);
-      for (auto& [id, sample] : p->sources) sample();
-    }
+    sample();
     l.lock();
     p->sampler_cv.wait_for(l, kSampleEvery, [p] { return p->sampler_stop; });
   }
+  l.unlock();
+  sample();  // (the counters as the trace stops)
 }
 
 void StopSampler(Process* p) {
@@ -394,6 +397,18 @@ int64_t FlushThread(bool now) {
   return -1;
 }
 
+int AddSource(std::function<void()> sample) {
+  std::lock_guard<std::mutex> g(g_process->sources_mu);
+  const int id = g_process->next_source++;
+  g_process->sources.emplace(id, std::move(sample));
+  return id;
+}
+
+void RemoveSource(int id) {
+  std::lock_guard<std::mutex> g(g_process->sources_mu);
+  g_process->sources.erase(id);
+}
+
 }  // namespace trace_internal
 
 void TraceFlow(bool out, uint64_t id) { ActiveStageRuntime()->flow(out, id); }
@@ -427,16 +442,10 @@ void TraceNameProcess(const std::string& name) {
 }
 
 int AddTraceCounterSource(std::function<void()> sample) {
-  std::lock_guard<std::mutex> g(g_process->sources_mu);
-  const int id = g_process->next_source++;
-  g_process->sources.emplace(id, std::move(sample));
-  return id;
+  return ActiveStageRuntime()->add_source(std::move(sample));
 }
 
-void RemoveTraceCounterSource(int id) {
-  std::lock_guard<std::mutex> g(g_process->sources_mu);
-  g_process->sources.erase(id);
-}
+void RemoveTraceCounterSource(int id) { ActiveStageRuntime()->remove_source(id); }
 
 Status StartTrace(const std::string& path, const std::string& process_name) {
   Process* p = g_process;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <utility>
 
 #include "core/stage.h"
@@ -20,6 +21,8 @@ void Flow(bool out, uint64_t id);
 void Counter(const char* name, const std::pair<const char*, double>* values, size_t n);
 void Instant(const char* name, const char* args_json);
 void NameThread(const char* name);
+int AddSource(std::function<void()> sample);
+void RemoveSource(int id);
 int64_t FlushThread(bool now);
 
 }  // namespace stoker::trace_internal

@@ -73,7 +73,7 @@ void Engine::SampleTraceCounters() {
     const WorkerStats& ws = st.workers[w];
     if (ws.pid <= 0 || ws.pid == owner_ || ws.state == WorkerState::kExited) continue;  // (threads: the main's)
     Result<uint64_t> r = ReadResidentBytes(ws.pid);
-    if (!r.ok()) continue;
+    if (!r.ok() || r.value() == 0) continue;  // (gone, or a zombie not yet reaped)
     names.push_back("worker " + std::to_string(w));
     rss.emplace_back(nullptr, d(r.value()));
   }

@@ -12,6 +12,7 @@
 #include <functional>
 #include <mutex>
 
+#include "core/trace.h"
 #include "parquet/parquet_columns.h"
 #include "parquet/row_group_cache.h"
 #include "parquet/store_file.h"
@@ -105,6 +106,7 @@ Result<std::vector<std::string>> ListRemote(const std::vector<std::string>& path
 }  // namespace
 
 struct ParquetDataset::Impl {
+  int trace_source = 0;
   ParquetOptions o;
   std::vector<std::unique_ptr<File>> files;
   std::vector<std::string> names;          // requested columns
@@ -213,8 +215,18 @@ struct ParquetDataset::Impl {
   }
 };
 
-ParquetDataset::ParquetDataset(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-ParquetDataset::~ParquetDataset() = default;
+ParquetDataset::ParquetDataset(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  // The trace's "parquet" counters (core/trace.h), sampled while a trace runs.
+  impl_->trace_source = AddTraceCounterSource([this] {
+    const ParquetStats s = stats();
+    auto d = [](uint64_t v) { return static_cast<double>(v); };
+    TraceCounter("parquet", {{"decoded_bytes", d(s.decoded_bytes)}, {"row_groups_decoded", d(s.row_groups_decoded)},
+                             {"evictions", d(s.evictions)}, {"requests", d(s.requests)},
+                             {"bytes_fetched", d(s.bytes_fetched)}});
+  });
+}
+
+ParquetDataset::~ParquetDataset() { RemoveTraceCounterSource(impl_->trace_source); }
 
 Result<std::unique_ptr<ParquetDataset>> ParquetDataset::Open(const std::vector<std::string>& paths,
                                                              const ParquetOptions& o) {

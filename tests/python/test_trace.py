@@ -280,6 +280,9 @@ def test_parquet_row_groups_are_decode_slices(tmp_path):
         assert sum(len(b["x"]) for b in loader) == 4000
     _doc, ev = load(tmp_path / "pq.json")
     assert len([e for e in ev if e["ph"] == "X" and e["name"] == "decode"]) == 8  # one per row group
+    # (its counters, from its own extension module's copy of the core, reach the one sampler)
+    counters = [e["args"] for e in ev if e["ph"] == "C" and e["name"] == "parquet"]
+    assert counters and counters[-1]["row_groups_decoded"] == 8 and counters[-1]["decoded_bytes"] > 0
 
 
 def test_bench_plot_draws_the_table(tmp_path):
