@@ -30,9 +30,10 @@ def describe(st: dict) -> str:
 
 
 def summary(st: dict) -> str:
-    """The epoch's last line: throughput and the verdict with its advice."""
+    """The epoch's last lines (its end, or the loop leaving it): throughput
+    and the verdict with its advice."""
     b = st.get("bottleneck") or {}
-    text = "stoker: epoch done: " + describe(st)
+    text = "stoker: this epoch: " + describe(st)
     if b.get("stage"):
         parts = ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(b["wait_by_stage"].items(), key=lambda kv: -kv[1]))
         text += f"\n  bottleneck: {b['stage']}" + (f" (the loop's wait: {parts})" if parts else "") + \
