@@ -87,8 +87,10 @@ def test_a_trace_has_a_track_per_process_slices_flows_and_counters(tmp_path):
     assert set(counters) >= {"slot pool bytes", "batches", "worker rss bytes"}
     assert len(counters["slot pool bytes"]) >= 10 * took * 0.5
     assert set(counters["slot pool bytes"][0]["args"]) == {"free", "queued", "filling", "ready", "held"}
-    assert set(counters["worker rss bytes"][-1]["args"]) == {"worker 0", "worker 1"}
-    assert all(v > 1 << 20 for v in counters["worker rss bytes"][-1]["args"].values())
+    # (each worker's RSS while it runs; the last sample, at the stop, may come after the epoch's end let them go)
+    both = [e["args"] for e in counters["worker rss bytes"] if set(e["args"]) == {"worker 0", "worker 1"}]
+    assert len(both) >= len(counters["worker rss bytes"]) - 2
+    assert all(v > 1 << 20 for args in both for v in args.values())
     assert doc["otherData"]["anchor_realtime_ns"] > 0
 
 
