@@ -46,10 +46,8 @@ void BindScheduler(py::module_& m) {
              out["spilled"] = d.spilled;
              out["retry"] = d.retry;
              return out; })
-      .def("wait_times", [](const Pump& p) {
-             const Scheduler::Waits w = p.WaitTimes();
-             return py::make_tuple(w.wait_ns / 1e9, w.no_room_ns / 1e9); },
-           "(seconds next() waited for workers, of which with tasks held back for want of room in the slot pool)")
+      .def("no_room_wait_s", [](const Pump& p) { return p.NoRoomWaitNs() / 1e9; },
+           "Seconds next() waited for workers with tasks held back for want of room in the slot pool.")
       .def("requeue", [](Pump& p, uint32_t worker) { Check(p.Requeue(worker)); });
   // An epoch's counts, computed by the EpochRunner alone.
   m.def("samples_per_rank", &EpochRunner::SamplesPerRank, py::arg("n"), py::arg("world_size"), py::arg("pad"),

@@ -53,13 +53,13 @@ PyObject* StatsDict(Engine& e, bool process_memory) {
                                 (ull)w.batches, "busy_s", w.busy_ns / 1e9, "busy_fraction", w.busy_fraction,
                                 "queued", (ull)w.queued, "rss", (ull)w.memory.rss, "pss", (ull)w.memory.pss, "uss",
                                 (ull)w.memory.uss);
-    if (d) {  // time by stage (core/stage.h), for the bottleneck verdict
-      static const char* kKeys[kStageCount] = {"read", "fetch", "decode", "transform", "collate", "publish",
-                                               "wait_store", "wait_memory", "wait_batch", "h2d"};
+    if (d) {  // time by stage (core/stage.h), for the bottleneck verdict: "read", ..., "wait_store", ...
       PyObject* stages = PyDict_New();
       for (int i = 0; stages && i < kStageCount; ++i) {
+        const Stage s = static_cast<Stage>(i);
+        const std::string key = *StageDetail(s) ? std::string(StageName(s)) + "_" + StageDetail(s) : StageName(s);
         PyObject* v = PyFloat_FromDouble(w.stage_ns[i] / 1e9);
-        if (!v || PyDict_SetItemString(stages, kKeys[i], v) != 0) Py_CLEAR(stages);
+        if (!v || PyDict_SetItemString(stages, key.c_str(), v) != 0) Py_CLEAR(stages);
         Py_XDECREF(v);
       }
       if (!stages || PyDict_SetItemString(d, "stage_s", stages) != 0) Py_CLEAR(d);

@@ -72,7 +72,7 @@ class Pump {
   PyObject* InFlight();
   void Clear() { sched_.Clear(); }
   Scheduler::Depths QueueDepths() const { return sched_.QueueDepths(); }
-  Scheduler::Waits WaitTimes() const { return sched_.WaitTimes(); }
+  uint64_t NoRoomWaitNs() const { return sched_.NoRoomWaitNs(); }
   void Delivered(uint64_t* prefix, std::vector<uint64_t>* extra) const { sched_.Delivered(prefix, extra); }
   void DeliveredByWorker(std::vector<uint64_t>* counts, int* last) const { sched_.DeliveredByWorker(counts, last); }
   uint64_t Generation() const { return sched_.generation(); }

@@ -154,7 +154,7 @@ class _StokerIter(_BaseDataLoaderIter):
         self._oom_watch = []
         self._restarts_left = loader.max_worker_restarts
         self.restarts = []  # one record per replaced worker
-        self._stats = Throughput(self._engine, self._pump.wait_times if self._num_workers else None, self._native_ds)
+        self._stats = Throughput(self._engine, self._pump.no_room_wait_s if self._num_workers else None, self._native_ds)
         # Map-style worker processes record their random state as they go
         # (stoker._rng_state): replacements and resumed runs continue it.
         self._rng_board = None

@@ -114,12 +114,13 @@ class Throughput:
     """Batches/s, bytes/s and the training loop's stall time (the time spent
     in __next__ waiting for a batch), per epoch; and the epoch's bottleneck
     verdict (stoker/_verdict.py) from the workers' stage clocks and the
-    pump's waits (`waits`: pump.wait_times, None without workers)."""
+    pump's wait for room (`no_room`: pump.no_room_wait_s, None without
+    workers)."""
 
-    def __init__(self, engine, waits=None, native=None):
+    def __init__(self, engine, no_room=None, native=None):
         self.now = time.perf_counter
         self._engine = engine
-        self._waits = waits or (lambda: (0.0, 0.0))
+        self._no_room = no_room or (lambda: 0.0)
         self._native = native is not None
         self.reset()
 
@@ -131,16 +132,13 @@ class Throughput:
         self.after_first = self.start
         st = self._engine.stats(False)
         self.bytes0 = st["delivered_bytes"]
-        self.base = _verdict.counters(st, self._waits(), (0.0, 0.0, 0, 0.0))
+        self.base = _verdict.counters(st, self._no_room(), (0.0, 0.0, 0, 0.0))
 
-    def counters(self, st: dict) -> dict:
+    def verdict(self, st: dict) -> dict:
+        """The verdict since the epoch began."""
         loop = (self.stall - self.first_wait, self.now() - self.after_first, max(0, self.batches - 1),
                 self.first_wait)
-        return _verdict.counters(st, self._waits(), loop)
-
-    def verdict(self, st: dict, base=None) -> dict:
-        """The verdict since the epoch began (or since `base`, counters() taken earlier)."""
-        return _verdict.judge(self.counters(st), base or self.base, st, self._native)
+        return _verdict.judge(_verdict.counters(st, self._no_room(), loop), self.base, st, self._native)
 
     def batch(self, t0):
         now = self.now()

@@ -172,6 +172,10 @@ class Pump:
         ...
     def next(self, arg0: typing.SupportsFloat | typing.SupportsIndex) -> typing.Any:
         ...
+    def no_room_wait_s(self) -> float:
+        """
+        Seconds next() waited for workers with tasks held back for want of room in the slot pool.
+        """
     def queue_depths(self) -> dict:
         ...
     def requeue(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
@@ -183,10 +187,6 @@ class Pump:
     def resume_at(self, delivered: typing.SupportsInt | typing.SupportsIndex = 0, extra: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = [], next_worker: typing.SupportsInt | typing.SupportsIndex = -1) -> None:
         """
         The next epoch begun (reset or reset_order) skips the batches a saved run delivered (map-style) or starts its round robin at next_worker (iterable).
-        """
-    def wait_times(self) -> tuple[float, float]:
-        """
-        (seconds next() waited for workers, of which with tasks held back for want of room in the slot pool)
         """
     @property
     def generation(self) -> int:

@@ -4,7 +4,7 @@ change.
 The loop's wait (the time next() spends waiting for a batch) is split by
 cause:
   * memory_budget: the scheduler held tasks back because the slot pool had no
-    room (Scheduler::WaitTimes), plus the share of the workers' time spent
+    room (Scheduler::NoRoomWaitNs), plus the share of the workers' time spent
     waiting for room (a batch outgrowing its region);
   * the rest in proportion to the workers' time in each stage (core/stage.h,
     summed over workers): getitem (the dataset's __getitem__ or a native
@@ -25,9 +25,9 @@ _OF = {"read": "getitem", "wait_store": "store", "fetch": "store", "decode": "de
        "collate": "collate", "publish": "collate", "wait_memory": "memory_budget"}
 
 
-def counters(st: dict, waits, loop) -> dict:
+def counters(st: dict, no_room_s: float, loop) -> dict:
     """The cumulative numbers a verdict is made of, from stats(), the pump's
-    wait_times() ((0, 0) without workers) and the loop's (stall, elapsed,
+    no_room_wait_s() (0 without workers) and the loop's (stall, elapsed,
     batches) since the epoch's first batch, and that batch's wait (workers
     starting: not a stage's)."""
     stages = dict.fromkeys(STAGES, 0.0)
@@ -37,19 +37,12 @@ def counters(st: dict, waits, loop) -> dict:
             if s is not None:
                 stages[s] += v
     return {"stall_s": loop[0], "elapsed_s": loop[1], "batches": loop[2], "first_batch_s": loop[3],
-            "stages": stages, "no_room_s": waits[1]}
+            "stages": stages, "no_room_s": no_room_s}
 
 
 def judge(now: dict, base: dict, st: dict, native: bool) -> dict:
-    """The verdict over what happened between two counters() (`base` earlier,
-    or None: since the start)."""
-    if base is None:
-        base = {"stall_s": 0.0, "elapsed_s": 0.0, "batches": 0, "stages": dict.fromkeys(STAGES, 0.0),
-                "no_room_s": 0.0}
-    # (stall and elapsed are the epoch's: a base from another epoch is not subtracted)
-    same_epoch = now["elapsed_s"] >= base["elapsed_s"] and now["batches"] >= base["batches"]
-    if not same_epoch:
-        base = {**base, "stall_s": 0.0, "elapsed_s": 0.0, "batches": 0}
+    """The verdict over what happened between two counters(): `base`, taken
+    as the epoch began, and `now`."""
     wait = max(0.0, now["stall_s"] - base["stall_s"])
     elapsed = max(1e-9, now["elapsed_s"] - base["elapsed_s"])
     batches = now["batches"] - base["batches"]

@@ -86,7 +86,7 @@ struct Process {
   // The process's track name: read by any thread as it appends (under its
   // buffer's lock, never this mu), so swapped whole.
   std::atomic<std::shared_ptr<const std::string>> name{std::make_shared<const std::string>()};
-  int pid = 0;
+  const int pid = static_cast<int>(getpid());  // (a forked child's Process is made in the child)
   std::mutex sources_mu;  // (a source appends to the sampler's buffer, which takes mu)
   std::map<int, std::function<void()>> sources;
   int next_source = 1;
@@ -110,7 +110,6 @@ void AtForkChild() {
   // Only the forking thread lives on: the parent's other buffers (and their
   // locks, maybe held) are left behind, and this thread's is emptied.
   g_process = new Process();  // (the old one is left: its locks may be held)
-  g_process->pid = static_cast<int>(getpid());
   if (t_buffer.b) {
     Buffer* b = new Buffer();
     b->name = t_buffer.b->name;
@@ -170,7 +169,6 @@ Buffer* ThreadBuffer() {
   b->tid = static_cast<int>(gettid());
   b->name = DefaultThreadName();
   std::lock_guard<std::mutex> g(g_process->mu);
-  if (g_process->pid == 0) g_process->pid = static_cast<int>(getpid());
   g_process->buffers.push_back(b);
   t_buffer.b = b;
   return b;
@@ -430,11 +428,7 @@ void TraceNameThread(const std::string& name) { ActiveStageRuntime()->name_threa
 int64_t TraceFlushThread(bool now) { return ActiveStageRuntime()->flush_thread(now); }
 
 void TraceNameProcess(const std::string& name) {
-  {
-    std::lock_guard<std::mutex> g(g_process->mu);
-    if (g_process->pid == 0) g_process->pid = static_cast<int>(getpid());
-    g_process->name.store(std::make_shared<const std::string>(name));
-  }
+  g_process->name.store(std::make_shared<const std::string>(name));
   if (!trace_internal::Recording()) return;
   Buffer* b = ThreadBuffer();
   std::lock_guard<std::mutex> g(b->mu);
@@ -464,7 +458,6 @@ Status StartTrace(const std::string& path, const std::string& process_name) {
                            errno);
   {
     std::lock_guard<std::mutex> g(p->mu);
-    if (p->pid == 0) p->pid = static_cast<int>(getpid());
     p->name.store(std::make_shared<const std::string>(process_name));
     p->output = path;
   }
@@ -504,7 +497,17 @@ Result<std::string> StopTrace() {
   std::vector<std::string> parts;
   PartsBytes(dir, &parts);
   std::sort(parts.begin(), parts.end());
-  std::string out = "{\"traceEvents\":[\n";
+  const std::string path = p->output;
+  {
+    std::lock_guard<std::mutex> g(p->mu);
+    p->output.clear();
+  }
+  // Part by part into the file (a busy loader's trace is hundreds of MB: it
+  // is never held whole in memory).
+  Result<AtomicFile> file = AtomicFile::Create(path);
+  Status written = file.status();
+  if (written.ok()) written = file.value().Append(std::string_view("{\"traceEvents\":[\n"));
+  std::string out;
   bool first = true;
   for (const std::string& f : parts) {
     const size_t slash = f.rfind('/');
@@ -518,8 +521,11 @@ Result<std::string> StopTrace() {
     }
     unlink(f.c_str());
     FormatRecords(bytes, pid, Page()->anchor_ns, &out, &first);
+    if (written.ok()) written = file.value().Append(out);
+    out.clear();
   }
   rmdir(dir.c_str());
+  STOKER_RETURN_IF_ERROR(written);
   timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
   const int64_t realtime = static_cast<int64_t>(rt.tv_sec) * 1'000'000'000 + rt.tv_nsec;
@@ -530,13 +536,8 @@ Result<std::string> StopTrace() {
                 "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"stoker\",\"pid\":%d,"
                 "\"anchor_realtime_ns\":%lld}}\n",
                 p->pid, static_cast<long long>(realtime - (mono - Page()->anchor_ns)));
-  out += other;
-  const std::string path = p->output;
-  {
-    std::lock_guard<std::mutex> g(p->mu);
-    p->output.clear();
-  }
-  STOKER_RETURN_IF_ERROR(WriteFileAtomically(path, out, /*sync=*/false));
+  STOKER_RETURN_IF_ERROR(file.value().Append(std::string_view(other)));
+  STOKER_RETURN_IF_ERROR(file.value().Commit(/*sync=*/false));
   return path;
 }
 

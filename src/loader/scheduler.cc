@@ -390,13 +390,11 @@ Status Scheduler::Next(int64_t timeout_ns, Outcome* out) {
     }
     scratch_.clear();
     const bool no_room = no_room_ && tasks_.size() < opts_.prefetch;
-    const int64_t blocked = MonotonicNanos();
+    const int64_t blocked = no_room ? MonotonicNanos() : 0;
     if (before_block_) before_block_();
     Status st = engine_->Wait(left, &scratch_);
     if (after_block_) after_block_();
-    const auto waited = static_cast<uint64_t>(MonotonicNanos() - blocked);
-    wait_ns_ += waited;
-    if (no_room) no_room_wait_ns_ += waited;
+    if (no_room) no_room_wait_ns_ += static_cast<uint64_t>(MonotonicNanos() - blocked);
     // Completions gathered before an interruption are kept, never lost.
     Collect(scratch_);
     if (!exits_.empty()) continue;  // reported at the top of the loop

@@ -134,14 +134,10 @@ class Scheduler {
     size_t retry;        // handed back or orphaned, waiting to be sent again
   };
   Depths QueueDepths() const;
-  // How long Next() waited for workers since the scheduler was made, and how
-  // much of it with tasks held back because the slot pool had no room (the
-  // memory budget is the bound: python/stoker/_verdict.py).
-  struct Waits {
-    uint64_t wait_ns;
-    uint64_t no_room_ns;
-  };
-  Waits WaitTimes() const { return {wait_ns_, no_room_wait_ns_}; }
+  // How long Next() waited for workers with tasks held back because the slot
+  // pool had no room, since the scheduler was made (the memory budget is the
+  // bound: python/stoker/_verdict.py).
+  uint64_t NoRoomWaitNs() const { return no_room_wait_ns_; }
   // Called around the blocking waits (for workers, and for the GPU when the
   // pool's only free memory waits for pin_memory fences), e.g. to release a GIL.
   void SetBlockingHooks(std::function<void()> before, std::function<void()> after) {
@@ -219,7 +215,7 @@ class Scheduler {
   std::vector<Completion> scratch_;
   bool handing_out_ = false;  // refilling while a batch is on its way out
   bool no_room_ = false;      // the last dispatch found no room in the pool
-  uint64_t wait_ns_ = 0, no_room_wait_ns_ = 0;  // WaitTimes
+  uint64_t no_room_wait_ns_ = 0;  // NoRoomWaitNs
   std::set<uint64_t> skip_;       // ids delivered before a resume: pulled and dropped
   uint64_t delivered_prefix_ = 0;           // every id below it was delivered
   std::set<uint64_t> delivered_above_;      // delivered ids above the prefix

@@ -32,9 +32,9 @@ void StreamingDataset::Impl::SampleTraceCounters() {
   double hits, downloads, bytes, in_flight, requests;
   {
     std::lock_guard<std::mutex> g(mu);
-    hits = static_cast<double>(cache->hits() + snapshot_hits);
-    downloads = static_cast<double>(cache->downloads() + streamed);
-    bytes = static_cast<double>(cache->bytes_downloaded() + stream_bytes);
+    hits = static_cast<double>(HitsLocked());
+    downloads = static_cast<double>(DownloadsLocked());
+    bytes = static_cast<double>(BytesDownloadedLocked());
     in_flight = downloading;
     requests = static_cast<double>(store_requests);
   }
@@ -321,15 +321,15 @@ StreamingStats StreamingDataset::stats() const {
   std::lock_guard<std::mutex> g(m.mu);
   s.max_bytes = m.o.max_bytes;
   s.shards_left_out = m.shards_left_out;
-  s.hits = m.cache->hits() + m.snapshot_hits;
-  s.downloads = m.cache->downloads() + m.streamed;
+  s.hits = m.HitsLocked();
+  s.downloads = m.DownloadsLocked();
   s.streamed = m.streamed;
   s.stream_buffer_bytes = m.buffers.bytes();
   s.stream_buffers = m.buffers.count();
   s.stream_huge_pages = m.buffers.huge_pages();
   s.prefetches_dropped = m.prefetches_dropped;
   s.hit_rate = s.hits + s.downloads ? static_cast<double>(s.hits) / static_cast<double>(s.hits + s.downloads) : 0;
-  s.bytes_downloaded = m.cache->bytes_downloaded() + m.stream_bytes;
+  s.bytes_downloaded = m.BytesDownloadedLocked();
   s.fetch_seconds = m.busy_s + (m.downloading ? MonotonicNanos() * 1e-9 - m.busy_since : 0);
   s.fetch_bytes_per_s = s.fetch_seconds > 0 ? static_cast<double>(s.bytes_downloaded) / s.fetch_seconds : 0;
   s.shards_in_flight = static_cast<uint64_t>(m.downloading);

@@ -11,7 +11,6 @@
 
 #include "streaming/streaming_impl.h"
 
-#include "core/trace.h"
 #include "core/cpu_affinity.h"
 #include "core/time_slice.h"
 #include "io/crc32c.h"
@@ -263,7 +262,7 @@ void StreamingDataset::Impl::ScaleFetchersLocked(std::unique_lock<std::mutex>& l
   const double now = MonotonicNanos() * 1e-9;
   const double busy = busy_s + (downloading ? now - busy_since : 0);
   const int step =
-      scaling->Observe(busy, download_s, cache->bytes_downloaded() + stream_bytes, reader_waits, fetchers);
+      scaling->Observe(busy, download_s, BytesDownloadedLocked(), reader_waits, fetchers);
   if (step < 0) {
     ++retire;  // the next fetcher to look for a job stops
     cv.notify_all();

@@ -112,6 +112,11 @@ struct StreamingDataset::Impl {
   // a trace runs: cache hits, downloads, bytes fetched, shards in flight.
   int trace_source = 0;
   void SampleTraceCounters();
+  // Under mu: shards served from the cache, shards downloaded (into it or
+  // streamed), bytes downloaded (stats() and the trace's counters).
+  uint64_t HitsLocked() const { return cache->hits() + snapshot_hits; }
+  uint64_t DownloadsLocked() const { return cache->downloads() + streamed; }
+  uint64_t BytesDownloadedLocked() const { return cache->bytes_downloaded() + stream_bytes; }
   ~Impl() { Shutdown(); }
 
   // ---- shards and readers (streaming_epoch.cc) ----
