@@ -22,11 +22,30 @@ void BindScheduler(py::module_& m) {
       .def("next", [](Pump& p, double timeout_s) { return Steal(p.Next(timeout_s)); })
       .def("in_flight", [](Pump& p) { return Steal(p.InFlight()); })
       .def("clear", &Pump::Clear)
-      .def("resume_at", [](Pump& p, uint64_t delivered, std::vector<uint64_t> extra, int64_t next_worker) {
-             p.ResumeAt(ResumePoint{delivered, std::move(extra), next_worker}); },
+      .def("resume_at", [](Pump& p, uint64_t delivered, std::vector<uint64_t> extra, int64_t next_worker,
+                           const std::vector<std::pair<uint64_t, uint32_t>>& schedule) {
+             std::vector<WorkerSegment> segs;
+             for (auto [first, n] : schedule) segs.push_back(WorkerSegment{first, n});
+             p.ResumeAt(ResumePoint{delivered, std::move(extra), next_worker, std::move(segs)}); },
            py::arg("delivered") = 0, py::arg("extra") = std::vector<uint64_t>{}, py::arg("next_worker") = -1,
-           "The next epoch begun (reset or reset_order) skips the batches a saved run delivered (map-style) or "
-           "starts its round robin at next_worker (iterable).")
+           py::arg("schedule") = std::vector<std::pair<uint64_t, uint32_t>>{},
+           "The next epoch begun (reset or reset_order) skips the batches a saved run delivered (map-style) and "
+           "goes on with its schedule of worker counts, or starts its round robin at next_worker (iterable).")
+      .def_property_readonly("active_workers", [](Pump& p) { return p.scheduler().active_workers(); })
+      .def("set_active_workers", [](Pump& p, uint32_t n) { Check(p.scheduler().SetActiveWorkers(n)); },
+           "New batches go to the first n workers from the next one dispatched on.")
+      .def("schedule", [](Pump& p) {
+             std::vector<std::pair<uint64_t, uint32_t>> v;
+             for (const WorkerSegment& s : p.scheduler().schedule()) v.emplace_back(s.first, s.workers);
+             return v; }, "This epoch's worker counts: [(first batch id, workers), ...].")
+      .def("prev_batch_of", [](Pump& p, uint32_t worker, uint64_t batch_id) {
+             return p.scheduler().PrevBatchOf(worker, batch_id); },
+           "The last batch before batch_id that worker loads under the schedule (-1: none).")
+      .def("idle", [](Pump& p, uint32_t worker) { return p.scheduler().Idle(worker); })
+      .def("retire", [](Pump& p, uint32_t worker) { Check(p.scheduler().RetireWorker(worker)); },
+           "An idle worker above the active count leaves cleanly (not watched: not a crash).")
+      .def("reclaim", [](Pump& p, uint32_t worker) { Check(p.scheduler().Reclaim(worker)); },
+           "Once a retired worker's process is gone: its id is ready for a new process.")
       .def("delivered", [](const Pump& p) {
              uint64_t prefix = 0;
              std::vector<uint64_t> extra;

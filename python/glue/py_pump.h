@@ -79,6 +79,7 @@ class Pump {
   void SetPrefetch(uint32_t prefetch) { sched_.SetPrefetch(prefetch); }
   uint32_t prefetch() const { return sched_.prefetch(); }
   Status Requeue(uint32_t worker) { return sched_.Requeue(worker); }
+  Scheduler& scheduler() { return sched_; }
 
  private:
   // The Python index (a new reference) of the task holding `token`.

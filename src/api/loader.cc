@@ -296,7 +296,7 @@ Status Loader::Restore(const LoaderState& s) {
   STOKER_RETURN_IF_ERROR(impl_->dataset->RestoreEpoch(s.dataset_epoch));
   epoch_ = s.epoch;
   in_epoch_ = false;
-  impl_->runner->ResumeAt(ResumePoint{s.delivered_prefix, s.delivered_extra});
+  impl_->runner->ResumeAt(ResumePoint{s.delivered_prefix, s.delivered_extra, -1, {}});
   return Status::OK();
 }
 

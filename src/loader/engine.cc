@@ -352,6 +352,12 @@ Status Engine::Watch(uint32_t worker, pid_t pid) {
 
 void Engine::Forget(uint32_t worker) { supervisor_->Forget(worker); }
 
+void Engine::CloseWorker(uint32_t worker) {
+  if (worker >= opts_.num_workers) return;
+  SpscRing(&arena_->worker(worker)->tasks).Close();
+  Doorbell(&arena_->worker(worker)->task_bell).Ring();
+}
+
 void Engine::OnWorkerExit(uint32_t worker, const ExitInfo& info) {
   {
     std::lock_guard<std::mutex> g(exits_mu_);

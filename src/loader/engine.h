@@ -190,6 +190,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Starts supervising worker `id`'s process.
   Status Watch(uint32_t worker, pid_t pid);
   void Forget(uint32_t worker);
+  // Closes `worker`'s task ring and wakes it: it leaves as at a shutdown
+  // (a worker retired by the autotuner; Forget it first).
+  void CloseWorker(uint32_t worker);
   // The epoch workers see (WorkerPort::epoch) from their next task on: the
   // store is published by the ring push that hands them that task.
   void SetEpoch(int64_t epoch) { arena_->control()->epoch.store(epoch, std::memory_order_release); }

@@ -43,6 +43,7 @@ void EpochRunner::ApplyResume() {
     sched_->StartRoundRobinAt(static_cast<uint32_t>(p.next_worker));
   } else {
     sched_->SkipDelivered(p.delivered, p.extra);
+    if (!p.schedule.empty()) sched_->SetSchedule(p.schedule);
   }
 }
 

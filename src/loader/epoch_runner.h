@@ -32,6 +32,9 @@ struct ResumePoint {
   uint64_t delivered = 0;       // every batch below this one
   std::vector<uint64_t> extra;  // and these, above it (delivered out of order)
   int64_t next_worker = -1;     // an iterable dataset's: whose batch was next (-1: not saved)
+  // The saved run's schedule of worker counts from the segment holding
+  // `delivered` on (Scheduler::schedule; empty: not saved).
+  std::vector<WorkerSegment> schedule;
 };
 
 class EpochRunner {

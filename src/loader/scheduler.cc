@@ -7,7 +7,8 @@
 namespace stoker {
 
 Scheduler::Scheduler(std::shared_ptr<Engine> engine, const SchedulerOptions& o)
-    : engine_(std::move(engine)), opts_(o), outstanding_(o.num_workers, 0), active_(o.num_workers, true) {
+    : engine_(std::move(engine)), opts_(o), outstanding_(o.num_workers, 0), active_(o.num_workers, true),
+      active_workers_(std::max(1u, o.num_workers)), schedule_{WorkerSegment{0, std::max(1u, o.num_workers)}} {
   if (opts_.prefetch == 0) opts_.prefetch = 1;
 }
 
@@ -65,16 +66,96 @@ void Scheduler::Reset(IndexSource* source, bool resume_workers) {
   cycle_ = 0;
   std::fill(outstanding_.begin(), outstanding_.end(), 0);
   std::fill(active_.begin(), active_.end(), true);
+  schedule_.assign(1, WorkerSegment{0, active_workers_});
   if (resume_workers && opts_.iterable)
     for (uint32_t w = 0; w < opts_.num_workers; ++w) (void)engine_->SendResume(w, generation_);
 }
 
+Status Scheduler::SetActiveWorkers(uint32_t n) {
+  if (n == 0 || n > opts_.num_workers)
+    return Status::InvalidArgument("active workers " + std::to_string(n) + " out of 1.." +
+                                   std::to_string(opts_.num_workers));
+  if (opts_.iterable && n != opts_.num_workers)
+    return Status::InvalidArgument("an iterable dataset's workers split its stream: their number is fixed");
+  active_workers_ = n;
+  if (!scheduled()) {
+    schedule_.assign(1, WorkerSegment{0, n});
+    return Status::OK();
+  }
+  // From the next batch never dispatched (a resumed run's saved segments
+  // are kept whole: their batches go where the saved run sent them).
+  const uint64_t at = std::max(send_idx_, schedule_.back().first);
+  if (schedule_.back().first == at) {
+    schedule_.back().workers = n;
+    if (schedule_.size() > 1 && schedule_[schedule_.size() - 2].workers == n) schedule_.pop_back();
+  } else if (schedule_.back().workers != n) {
+    schedule_.push_back(WorkerSegment{at, n});
+  }
+  return Status::OK();
+}
+
+void Scheduler::SetSchedule(std::vector<WorkerSegment> segments) {
+  if (segments.empty() || !scheduled()) return;
+  for (WorkerSegment& s : segments) s.workers = std::clamp(s.workers, 1u, opts_.num_workers);
+  schedule_ = std::move(segments);
+  active_workers_ = schedule_.back().workers;
+}
+
+uint32_t Scheduler::WorkerOf(uint64_t batch_id) const {
+  auto it = std::upper_bound(schedule_.begin(), schedule_.end(), batch_id,
+                             [](uint64_t b, const WorkerSegment& s) { return b < s.first; });
+  if (it != schedule_.begin()) --it;  // (below the first segment: only a resumed run's delivered batches)
+  return static_cast<uint32_t>((batch_id - std::min(batch_id, it->first)) % it->workers);
+}
+
+int64_t Scheduler::PrevBatchOf(uint32_t worker, uint64_t batch_id) const {
+  if (batch_id == 0) return -1;
+  uint64_t hi = batch_id - 1;  // the latest candidate
+  auto it = std::upper_bound(schedule_.begin(), schedule_.end(), hi,
+                             [](uint64_t b, const WorkerSegment& s) { return b < s.first; });
+  size_t i = it == schedule_.begin() ? 0 : static_cast<size_t>(it - schedule_.begin()) - 1;
+  for (;;) {
+    const WorkerSegment& s = schedule_[i];
+    const uint64_t lo = std::min(s.first, hi);
+    if (worker < s.workers && hi >= lo + worker)
+      return static_cast<int64_t>(lo + worker + s.workers * ((hi - lo - worker) / s.workers));
+    if (i == 0 || s.first == 0) return -1;
+    hi = s.first - 1;
+    --i;
+  }
+}
+
+bool Scheduler::Idle(uint32_t worker) const {
+  if (worker >= opts_.num_workers || outstanding_[worker] != 0) return false;
+  for (const Retry& r : retry_)
+    if (r.worker == static_cast<int>(worker) || (r.worker < 0 && scheduled() && WorkerOf(r.batch_id) == worker))
+      return false;
+  return true;
+}
+
+Status Scheduler::RetireWorker(uint32_t worker) {
+  if (worker < active_workers_ || worker >= opts_.num_workers)
+    return Status::InvalidArgument("worker " + std::to_string(worker) + " is active (or out of range)");
+  if (!Idle(worker)) return Status::InvalidArgument("worker " + std::to_string(worker) + " holds tasks");
+  engine_->Forget(worker);
+  engine_->CloseWorker(worker);
+  return Status::OK();
+}
+
+Status Scheduler::Reclaim(uint32_t worker) {
+  std::vector<Completion> done;
+  STOKER_RETURN_IF_ERROR(engine_->ReclaimWorker(worker, &done));
+  Collect(done);
+  return Status::OK();
+}
+
 int Scheduler::PickWorker(uint64_t batch_id) {
   const uint32_t n = opts_.num_workers;
-  // In order, batch k goes to worker k mod n, as torch assigns them: each
-  // worker then sees the same batches in the same order in every run, so
-  // what a dataset draws from the worker's random streams is reproducible.
-  if (opts_.in_order && !opts_.iterable) return static_cast<int>(batch_id % n);
+  // In order, batch k goes to worker k mod n, as torch assigns them (with a
+  // schedule of worker counts, (k - s) mod n in k's segment): each worker
+  // then sees the same batches in the same order in every run, so what a
+  // dataset draws from the worker's random streams is reproducible.
+  if (scheduled()) return static_cast<int>(WorkerOf(batch_id));
   if (opts_.in_order) {  // iterable: strict round robin over the workers with data left
     for (uint32_t i = 0; i < n; ++i) {
       const uint32_t w = cycle_;
@@ -99,10 +180,11 @@ int Scheduler::PickWorker(uint64_t batch_id) {
     }
     return -1;
   }
+  const uint32_t mine = std::max(1u, opts_.prefetch / active_workers_);
   uint32_t best = 0;
-  for (uint32_t w = 1; w < n; ++w)
+  for (uint32_t w = 1; w < active_workers_; ++w)
     if (outstanding_[w] < outstanding_[best]) best = w;
-  return outstanding_[best] < share ? static_cast<int>(best) : -1;
+  return outstanding_[best] < mine ? static_cast<int>(best) : -1;
 }
 
 size_t Scheduler::InProgress() const {

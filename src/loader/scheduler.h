@@ -9,6 +9,13 @@
 // the batches in flight (round robin for iterable datasets, the least loaded
 // worker for map-style ones).
 //
+// The number of workers taking new batches may change mid-epoch (the
+// autotuner: SetActiveWorkers).  In order, map-style, the epoch then has a
+// schedule of worker counts: segments (first batch id, count), and batch k
+// of the segment starting at s with n workers goes to worker (k - s) mod n,
+// a function of k and the schedule (saved with a resume).  Workers above the
+// count finish what they hold, then may be retired (RetireWorker).
+//
 // End of epoch, a worker's end of data and a worker's death are values
 // (Outcome kinds), not errors; a Status error means a broken engine.
 //
@@ -50,8 +57,15 @@ class IndexSource {
   virtual void Drop(uint64_t token) { (void)token; }
 };
 
+// From batch `first` on (until the next segment), `workers` workers.
+struct WorkerSegment {
+  uint64_t first = 0;
+  uint32_t workers = 1;
+  bool operator==(const WorkerSegment&) const = default;
+};
+
 struct SchedulerOptions {
-  uint32_t num_workers = 1;
+  uint32_t num_workers = 1;  // the most workers (active ones: SetActiveWorkers)
   uint32_t prefetch = 2;   // batches in flight, all workers together
   bool in_order = true;
   bool iterable = false;   // round robin; a worker's kStopIteration retires it
@@ -115,6 +129,29 @@ class Scheduler {
   // takes effect as those complete.
   void SetPrefetch(uint32_t prefetch) { opts_.prefetch = prefetch ? prefetch : 1; }
   uint32_t prefetch() const { return opts_.prefetch; }
+  // New batches go to the first `n` workers (1 <= n <= num_workers), from
+  // the next batch dispatched on.  Map-style datasets (an iterable dataset's
+  // workers split its stream: their count is fixed).
+  Status SetActiveWorkers(uint32_t n);
+  uint32_t active_workers() const { return active_workers_; }
+  // This epoch's schedule of worker counts (in order, map-style; one
+  // segment otherwise), oldest first.
+  const std::vector<WorkerSegment>& schedule() const { return schedule_; }
+  // A resumed epoch goes on with a saved run's schedule (EpochRunner, after
+  // SkipDelivered); the active count becomes its last segment's.
+  void SetSchedule(std::vector<WorkerSegment> segments);
+  // In order, map-style: the worker of batch `batch_id` under the schedule,
+  // and the last batch before `batch_id` that `worker` loads (-1: none).
+  uint32_t WorkerOf(uint64_t batch_id) const;
+  int64_t PrevBatchOf(uint32_t worker, uint64_t batch_id) const;
+  // True when `worker` holds no task of this epoch (dispatched, or waiting
+  // to be sent again to it): a worker above the active count may go.
+  bool Idle(uint32_t worker) const;
+  // Retires an idle worker: its process is no longer watched, its task ring
+  // is closed (it leaves as at a shutdown: a clean exit).  Once its process
+  // is gone, Reclaim(worker) readies its id for a new process.
+  Status RetireWorker(uint32_t worker);
+  Status Reclaim(uint32_t worker);
   // Produces the next outcome, waiting at most timeout_ns (< 0: no limit).
   // Returns Interrupted when a signal arrived while waiting: handle it and
   // call again (no state is lost).
@@ -212,6 +249,9 @@ class Scheduler {
   std::vector<uint32_t> outstanding_;
   std::vector<bool> active_;
   uint32_t cycle_ = 0;
+  uint32_t active_workers_ = 1;          // SetActiveWorkers
+  std::vector<WorkerSegment> schedule_;  // this epoch's
+  bool scheduled() const { return opts_.in_order && !opts_.iterable; }
   std::vector<Completion> scratch_;
   bool handing_out_ = false;  // refilling while a batch is on its way out
   bool no_room_ = false;      // the last dispatch found no room in the pool

@@ -85,6 +85,78 @@ TEST(Scheduler, InOrderBatchKGoesToWorkerKModN) {
   Reap(e, {p0, p1, p2});
 }
 
+// The autotuner's worker counts: batch k goes to (k - s) mod n in the
+// segment (s, n) of the schedule that holds it, segments start at the next
+// batch never dispatched, a worker above the count is retired once idle
+// (a clean exit, not a death) and a new process takes its id after Reclaim.
+TEST(Scheduler, ActiveWorkersFollowTheScheduleAndRetireCleanly) {
+  Watchdog dog(std::chrono::seconds(60), "ActiveWorkersFollowTheScheduleAndRetireCleanly");
+  auto e = MakeEngine(3);
+  std::vector<pid_t> pids = {ForkWorker(e, 0, 4096), ForkWorker(e, 1, 4096), ForkWorker(e, 2, 4096)};
+  Scheduler s(e, SchedulerOptions{3, 6, true, false});
+  EXPECT_FALSE(s.SetActiveWorkers(0).ok());
+  EXPECT_FALSE(s.SetActiveWorkers(4).ok());
+  ASSERT_TRUE(s.SetActiveWorkers(1).ok());
+  RangeSource src(90);
+  s.Reset(&src, false);
+  ASSERT_EQ(s.schedule(), (std::vector<WorkerSegment>{{0, 1}}));
+  std::vector<uint32_t> worker_of(90, 99);
+  bool retired = false;
+  for (;;) {
+    Outcome o;
+    ASSERT_TRUE(s.Next(10'000'000'000, &o).ok());
+    if (o.kind == Outcome::Kind::kEnd) break;
+    ASSERT_EQ(o.kind, Outcome::Kind::kBatch) << static_cast<int>(o.kind);
+    worker_of[o.batch_id] = o.worker;
+    src.Drop(o.token);
+    e->MarkHeld(o.slot);
+    e->Release(o.slot);
+    if (o.batch_id == 20) ASSERT_TRUE(s.SetActiveWorkers(3).ok());
+    if (o.batch_id == 50) {
+      ASSERT_TRUE(s.SetActiveWorkers(2).ok());
+      EXPECT_FALSE(s.RetireWorker(1).ok());  // active
+    }
+    if (o.batch_id > 50 && !retired && s.Idle(2)) {
+      ASSERT_TRUE(s.RetireWorker(2).ok());
+      int status = 0;
+      ASSERT_EQ(waitpid(pids[2], &status, 0), pids[2]);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+      ASSERT_TRUE(s.Reclaim(2).ok());
+      pids[2] = ForkWorker(e, 2, 4096);  // (a new process for the id, watched: not used again this epoch)
+      retired = true;
+    }
+  }
+  EXPECT_TRUE(retired);
+  const std::vector<WorkerSegment> sched = s.schedule();
+  ASSERT_EQ(sched.size(), 3u);
+  EXPECT_EQ(sched[0], (WorkerSegment{0, 1}));
+  EXPECT_EQ(sched[1].workers, 3u);
+  EXPECT_GT(sched[1].first, 20u);  // after the batches already in flight
+  EXPECT_LE(sched[1].first, 27u);  // (prefetch 6)
+  EXPECT_EQ(sched[2].workers, 2u);
+  for (uint64_t k = 0; k < 90; ++k) {
+    const WorkerSegment& seg = k >= sched[2].first ? sched[2] : k >= sched[1].first ? sched[1] : sched[0];
+    EXPECT_EQ(worker_of[k], (k - seg.first) % seg.workers) << "batch " << k;
+    EXPECT_EQ(s.WorkerOf(k), worker_of[k]);
+    // The last batch before k of each worker, against a scan.
+    for (uint32_t w = 0; w < 3; ++w) {
+      int64_t want = -1;
+      for (uint64_t j = 0; j < k; ++j)
+        if (worker_of[j] == w) want = static_cast<int64_t>(j);
+      EXPECT_EQ(s.PrevBatchOf(w, k), want) << "worker " << w << " before batch " << k;
+    }
+  }
+  // A resumed run's saved segments are kept whole: a change lands after them.
+  RangeSource src2(90);
+  s.Reset(&src2, false);
+  s.SetSchedule({{40, 3}, {60, 1}});
+  EXPECT_EQ(s.active_workers(), 1u);
+  ASSERT_TRUE(s.SetActiveWorkers(2).ok());
+  EXPECT_EQ(s.schedule(), (std::vector<WorkerSegment>{{40, 3}, {60, 2}}));
+  s.Clear();
+  Reap(e, pids);
+}
+
 // The batches in flight can be changed within an epoch (the Python loader
 // deepens them once it knows its batches are small): more go out at once,
 
