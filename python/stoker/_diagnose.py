@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import signal
 
+from stoker.errors import LoaderTimeout, WorkerCrashed, describe_exit, short_repr
+
 
 def _read_counter(path: str, key: str):
     try:
@@ -79,3 +81,28 @@ class OomWatch:
         mem = f" (MemAvailable now {avail // 1024} MiB)" if avail is not None else ""
         return False, (f"no OOM kill was recorded{mem}: it was killed by someone else (kill -9, a job "
                        f"scheduler, a watchdog)")
+
+
+def crash_error(held, wid: int, pid: int, code, sig, watch) -> WorkerCrashed:
+    """What a worker's death says: how it ended, the batches it held
+    ([(batch id, indices)]) and, from `watch` (its OomWatch), whether the
+    OOM killer did it."""
+    msg = f"DataLoader worker {wid} (pid {pid}) exited unexpectedly: {describe_exit(sig, code)}"
+    if held:
+        msg += "; it held " + ", ".join(f"batch {b} (indices {short_repr(i, 120)})" for b, i in held)
+    oom, hint = watch.verdict(pid, sig) if watch is not None else (False, "")
+    if hint:
+        msg += ". " + hint
+    return WorkerCrashed(msg, worker_id=wid, pid=pid, signal=sig or None,
+                         exit_code=None if sig else code, indices=[i for _b, i in held], oom=oom)
+
+
+def timeout_error(held_by: dict, workers: list, timeout: float) -> LoaderTimeout:
+    """A timeout, with what each worker holds ({worker id: [(batch id, indices)]})."""
+    parts = []
+    for wid, tasks in sorted(held_by.items()):
+        batches = ", ".join(f"batch {b} (indices {short_repr(i, 120)})" for b, i in tasks)
+        proc = workers[wid] if wid < len(workers) else None
+        who = f"pid {proc.pid}" if proc is not None else "a native thread"
+        parts.append(f"worker {wid} ({who}) holds {batches}")
+    return LoaderTimeout(f"DataLoader timed out after {timeout} seconds" + ("; " + "; ".join(parts) if parts else ""))

@@ -28,11 +28,12 @@ from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
 from stoker import _cuda, _fork_guard, _local, _reaper, _resume, _sampling, _topology
 from stoker import _native as N
-from stoker._diagnose import OomWatch
+from stoker import _autotune
+from stoker._diagnose import OomWatch, crash_error, timeout_error
 from stoker._progress import Throughput
 from stoker._resume import rng_restore, rng_snapshot
-from stoker._worker import ArenaHandle, WorkerConfig, shard_datapipe, worker_main
-from stoker.errors import LoaderTimeout, WorkerCrashed, describe_exit, short_repr, user_stacklevel
+from stoker._worker import ArenaHandle, WorkerConfig, is_default, native_source, shard_datapipe, worker_main
+from stoker.errors import LoaderTimeout, describe_exit, user_stacklevel
 
 if TYPE_CHECKING:
     from stoker.dataloader import DataLoader  # noqa: F811
@@ -46,11 +47,6 @@ _JOIN_GRACE_S = 0.05
 _DEEP = 32
 
 logger = logging.getLogger("stoker")
-
-
-def _is_default(fn, name: str) -> bool:
-    return fn is None or fn is getattr(torch.utils.data, name, None) or \
-        fn is getattr(torch.utils.data._utils.collate, name, None)
 
 
 class _StokerIter(_BaseDataLoaderIter):
@@ -97,7 +93,11 @@ class _StokerIter(_BaseDataLoaderIter):
         self._is_iterable = self._dataset_kind == _DatasetKind.Iterable
         # A native dataset with the default collate is read by C++ threads
         # (num_workers of them, at least one) instead of worker processes.
-        self._native_ds = _native_source(loader, self._is_iterable)
+        self._native_ds = native_source(loader, self._is_iterable)
+        auto = getattr(loader, "_stoker_auto", ())
+        if "num_workers" in auto and (self._native_ds is not None or self._is_iterable):
+            # C++ reader threads, or an IterableDataset's split of its stream: a count fixed for the iterator
+            self._num_workers = min(self._num_workers, _autotune.cores())
         if self._native_ds is not None:
             self._num_workers = max(1, self._num_workers)
             if self._native_ds.on_error == "skip" and not self._auto_collation:
@@ -105,16 +105,27 @@ class _StokerIter(_BaseDataLoaderIter):
                                  "batches to leave them out of: give a batch_size (batch_size=None yields "
                                  "single samples)")
         nw = self._num_workers
-        self._prefetch = (loader.prefetch_factor or 2) * max(nw, 1)
+        # num_workers="auto" with worker processes: the autotuner starts
+        # them as it raises their count, up to nw (_autotune.py); a resumed
+        # run starts where the saved one was.
+        resume = getattr(loader, "_resume", None)
+        self._tune_workers = "num_workers" in auto and nw > 0 and self._native_ds is None and not self._is_iterable
+        schedule = resume.get("schedule") if self._tune_workers and resume is not None and (
+            resume["world_size"], resume.get("batch_size")) == (self._world_size, loader.batch_size) else None
+        self._resume_schedule = schedule if schedule and max(c for _f, c in schedule) <= nw else None
+        active = self._resume_schedule[-1][1] if self._resume_schedule else 1 if self._tune_workers else nw
+        depth = (resume or {}).get("autotune", {}).get("prefetch_factor", 2) if "prefetch_factor" in auto else \
+            loader.prefetch_factor or 2
+        self._prefetch = depth * max(active, 1)
         # torch's assignment (in order, batch k on worker k mod n): a worker the
         # kernel preempts holds up the batch it owns, and the others run only
         # prefetch_factor batches ahead of it.  With prefetch_factor left to
         # stoker, small batches go deeper (up to _DEEP per worker) once the
         # pool has learnt their size; large ones keep torch's depth
         # (docs/benchmarks.md, "Deeper prefetch for small batches").
-        self._deepen = (not getattr(loader, "_stoker_prefetch_chosen", True) and self._in_order
+        self._deepen = (not getattr(loader, "_stoker_prefetch_chosen", True) and not auto and self._in_order
                         and not self._is_iterable and nw >= 2 and self._native_ds is None)
-        most = _DEEP * nw if self._deepen else self._prefetch
+        most = _DEEP * nw if self._deepen or auto else self._prefetch
         # A datapipe is sharded as torch shards it: between ranks here, or
         # between every worker of every rank in the workers.
         self._datapipe = isinstance(self._dataset, (torch.utils.data.IterDataPipe, torch.utils.data.MapDataPipe))
@@ -123,13 +134,12 @@ class _StokerIter(_BaseDataLoaderIter):
             apply_sharding(self._dataset, self._world_size, self._rank)
         user_collate = loader._user_collate_fn
         if self._auto_collation:
-            self._wcollate = None if _is_default(user_collate, "default_collate") else loader.collate_fn
+            self._wcollate = None if is_default(user_collate, "default_collate") else loader.collate_fn
             self._convert = False
         else:
-            self._wcollate = None if _is_default(user_collate, "default_convert") else loader.collate_fn
+            self._wcollate = None if is_default(user_collate, "default_convert") else loader.collate_fn
             self._convert = self._wcollate is None
         self._max_memory = loader.max_memory
-        resume = getattr(loader, "_resume", None)
         if resume is not None and resume.get("base_seed") is not None:
             self._base_seed = resume["base_seed"]  # workers seed as in the saved run
         # An IterableDataset resumed mid-epoch: each worker passes over the
@@ -148,6 +158,8 @@ class _StokerIter(_BaseDataLoaderIter):
         if nw:
             self._pump = N.lib.Pump(self._engine, nw, self._prefetch, self._in_order, self._is_iterable,
                                     self._auto_collation, self._numpy)
+            if self._tune_workers:
+                self._pump.set_active_workers(active)
         self._warned = set()
         self._cuda_on = False  # pin_memory: the engine pins the pool and fences slots (_fence)
         self._workers = []
@@ -182,21 +194,33 @@ class _StokerIter(_BaseDataLoaderIter):
         if self._native_ds is not None:
             self._native_workers = N.lib.NativeWorkers(self._engine, self._native_ds, loader.reader_priority)
         elif nw > 0:
-            self._start_workers(loader)
+            self._start_workers(loader, max(c for _f, c in self._resume_schedule) if self._resume_schedule else
+                                active)
+        self._tuner = _autotune.Tuner.make(self, auto, active, depth)
         self._reset(loader, first_iter=True)
 
     # ---- lifecycle -------------------------------------------------------
 
-    def _start_workers(self, loader):
+    def _start_workers(self, loader, count: int):
         self._ctx = loader.multiprocessing_context or python_multiprocessing.get_context()
         self._worker_init_fn = loader.worker_init_fn
         if self._datapipe:
             self._worker_init_fn = functools.partial(shard_datapipe, loader.worker_init_fn, self._world_size,
                                                      self._rank)
-        for wid in range(self._num_workers):
-            self._workers.append(None)
-            self._oom_watch.append(None)
+        self._workers, self._oom_watch = [None] * self._num_workers, [None] * self._num_workers
+        for wid in range(count):
             self._start_worker(wid)
+
+    def _set_active_workers(self, n: int):
+        """The autotuner's: new batches go to workers 0..n-1, started if
+        need be (one that ran before goes on with its random streams)."""
+        for wid in range(n):
+            if wid in self._tuner.retiring:
+                self._tuner.finish_retiring(wid, wait_s=2.0)
+            if self._workers[wid] is None:
+                rng = self._rng_board.newest(wid) if self._rng_board is not None else None
+                self._start_worker(wid, rng, replacement=rng is not None)
+        self._pump.set_active_workers(n)
 
     def _start_worker(self, wid: int, rng_state: Optional[bytes] = None, replacement: bool = False):
         if not replacement and self._rng_resume is not None:
@@ -264,7 +288,7 @@ class _StokerIter(_BaseDataLoaderIter):
             # Out of order batches go to any worker; a worker that held
             # nothing unfinished: the state after the last batch it read.
             return board.newest(wid)
-        prev = requeued[0] - self._num_workers
+        prev = self._pump.prev_batch_of(wid, requeued[0])  # (under the schedule of worker counts)
         return board.lookup(wid, gen, prev if prev >= 0 else None)
 
     def _reset(self, loader, first_iter=False):
@@ -333,7 +357,8 @@ class _StokerIter(_BaseDataLoaderIter):
                 self._resume_next = resume.get("next_worker", 0)
                 self._pump.resume_at(next_worker=self._resume_next)
             elif resume is not None:
-                self._pump.resume_at(resume["delivered"], resume["delivered_extra"])
+                self._pump.resume_at(resume["delivered"], resume["delivered_extra"],
+                                     schedule=[tuple(s) for s in self._resume_schedule or ()])
             if native_order is not None:  # no Python per sample: the order goes to the scheduler as it is
                 self._pump.reset_order(native_order, loader.batch_size or 0, loader.drop_last, not first_iter)
             else:
@@ -476,25 +501,13 @@ class _StokerIter(_BaseDataLoaderIter):
         return held
 
     def _raise_crash(self, wid, pid, code, sig):
-        held = self._held_by().get(wid, [])
-        msg = f"DataLoader worker {wid} (pid {pid}) exited unexpectedly: {describe_exit(sig, code)}"
-        if held:
-            msg += "; it held " + ", ".join(f"batch {b} (indices {short_repr(i, 120)})" for b, i in held)
-        oom, hint = self._oom_watch[wid].verdict(pid, sig) if wid < len(self._oom_watch) else (False, "")
-        if hint:
-            msg += ". " + hint
+        watch = self._oom_watch[wid] if wid < len(self._oom_watch) else None
+        error = crash_error(self._held_by().get(wid, []), wid, pid, code, sig, watch)
         self._shutdown_workers()
-        raise WorkerCrashed(msg, worker_id=wid, pid=pid, signal=sig or None,
-                            exit_code=None if sig else code, indices=[i for _b, i in held], oom=oom)
+        raise error
 
     def _raise_timeout(self):
-        parts = []
-        for wid, tasks in sorted(self._held_by().items()):
-            batches = ", ".join(f"batch {b} (indices {short_repr(i, 120)})" for b, i in tasks)
-            who = f"pid {self._workers[wid].pid}" if wid < len(self._workers) else "a native thread"
-            parts.append(f"worker {wid} ({who}) holds {batches}")
-        raise LoaderTimeout(f"DataLoader timed out after {self._timeout} seconds"
-                            + ("; " + "; ".join(parts) if parts else ""))
+        raise timeout_error(self._held_by(), self._workers, self._timeout)
 
     def _warn_flags(self, flags: int):
         if flags & 1:
@@ -526,6 +539,8 @@ class _StokerIter(_BaseDataLoaderIter):
         if self._cuda_on and self._engine.pin_error:
             _cuda.pin_failed(self)
         self._stats.batch(t0)
+        if self._tuner is not None:
+            self._tuner.tick()
         if self._progress is not None:
             self._progress.update()
         self._num_yielded += 1
@@ -562,6 +577,8 @@ class _StokerIter(_BaseDataLoaderIter):
         st["queues"] = q
         st["throughput"] = self._stats.snapshot(st["delivered_bytes"])
         st["bottleneck"] = self._stats.verdict(st)  # (stoker/_verdict.py)
+        if self._tuner is not None:
+            st["autotune"] = self._tuner.stats()
         if memory:
             st["tree_pss"] = st["main"]["pss"] + sum(w["pss"] for w in st["workers"])
         counts = self._plan.counts if getattr(self, "_plan", None) is not None else None
@@ -579,21 +596,3 @@ class _StokerIter(_BaseDataLoaderIter):
 
 _AGAIN = object()  # _outcome: a worker was replaced; wait again
 _BATCH = int(N.PumpCode.BATCH)  # (compared on every batch: a plain int)
-
-
-def _native_source(loader, is_iterable):
-    """The C++ dataset to read with threads, or None to use worker processes
-    (any Python in the way: a collate_fn, worker_init_fn or transform of the
-    user's)."""
-    from stoker.io import NativeDataset
-    ds = loader.dataset
-    if is_iterable or not isinstance(ds, NativeDataset) or loader.worker_init_fn is not None:
-        return None
-    if getattr(ds, "_transform", None) is not None:  # a Python transform (StreamingDataset(transform=))
-        return None
-    if not getattr(ds, "_native_loadable", True):  # stoker.vision: a Python transform, or images of many sizes
-        return None
-    collate = loader._user_collate_fn
-    if not (_is_default(collate, "default_collate") or _is_default(collate, "default_convert")):
-        return None
-    return ds._native

@@ -4,8 +4,6 @@ yield exactly the batches the first one would have yielded next
 (docs/resume.md)."""
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 #: The version of DataLoader.state_dict()'s dict; load_state_dict refuses another.
@@ -43,12 +41,6 @@ def rng_restore(loader, snap: dict):
                 setattr(sm, attr, snap[f"sampler{i}_{attr}"])
 
 
-def last_of_worker(wid: int, nw: int, delivered: int) -> Optional[int]:
-    """The last batch below `delivered` that worker `wid` loads (batch k
-    goes to worker k mod nw), or None."""
-    return wid + nw * ((delivered - 1 - wid) // nw) if delivered > wid else None
-
-
 def iterator_state(it) -> dict:
     """The state of `it` (a _StokerIter) mid-epoch."""
     rng = it._epoch_rng
@@ -79,13 +71,24 @@ def iterator_state(it) -> dict:
         delivered, extra = it._pump.delivered()
         state.update(delivered=int(delivered), delivered_extra=[int(b) for b in extra])
         if it._rng_board is not None and it._in_order:
-            # Each worker's random state before its next batch: a resumed
-            # run's workers draw on from there (same num_workers).
+            # Each worker's random state before its next batch (after the
+            # last batch below `delivered` it loads, under the schedule of
+            # worker counts): a resumed run's workers draw on from there
+            # (same num_workers).
             from stoker.distributed import rank_and_world_size
             gen, nw = it._pump.generation, it._num_workers
+            last = [it._pump.prev_batch_of(w, int(delivered)) for w in range(nw)]
             state["worker_rng_rank"] = rank_and_world_size()[0]
-            state["worker_rng"] = [
-                it._rng_board.lookup(w, gen, last_of_worker(w, nw, int(delivered))) for w in range(nw)]
+            state["worker_rng"] = [it._rng_board.lookup(w, gen, b if b >= 0 else None) for w, b in enumerate(last)]
+        if it._tuner is not None:
+            # The autotuner's: worker counts from the segment holding the next
+            # batch on (batch k's worker is a function of k and of them), and
+            # prefetch: a resumed run goes on with them.
+            if it._tune_workers:
+                sched = [list(s) for s in it._pump.schedule()]
+                state["schedule"] = [s for i, s in enumerate(sched) if i + 1 == len(sched) or
+                                     sched[i + 1][0] > int(delivered)]
+            state["autotune"] = {"prefetch_factor": it._tuner.depth}
     else:
         # Skips not reached yet are ids delivered out of order before a resume.
         state.update(delivered=it._delivered_local, delivered_extra=sorted(it._local_skip))

@@ -168,6 +168,8 @@ class Pump:
         ...
     def delivered_by_worker(self) -> tuple[list[int], int]:
         ...
+    def idle(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> bool:
+        ...
     def in_flight(self) -> typing.Any:
         ...
     def next(self, arg0: typing.SupportsFloat | typing.SupportsIndex) -> typing.Any:
@@ -176,18 +178,41 @@ class Pump:
         """
         Seconds next() waited for workers with tasks held back for want of room in the slot pool.
         """
+    def prev_batch_of(self, arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex) -> int:
+        """
+        The last batch before batch_id that worker loads under the schedule (-1: none).
+        """
     def queue_depths(self) -> dict:
         ...
+    def reclaim(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        Once a retired worker's process is gone: its id is ready for a new process.
+        """
     def requeue(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
     def reset(self, arg0: typing.Any, arg1: bool) -> None:
         ...
     def reset_order(self, arg0: EpochOrder, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: bool, arg3: bool) -> None:
         ...
-    def resume_at(self, delivered: typing.SupportsInt | typing.SupportsIndex = 0, extra: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = [], next_worker: typing.SupportsInt | typing.SupportsIndex = -1) -> None:
+    def resume_at(self, delivered: typing.SupportsInt | typing.SupportsIndex = 0, extra: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = [], next_worker: typing.SupportsInt | typing.SupportsIndex = -1, schedule: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex]] = []) -> None:
         """
-        The next epoch begun (reset or reset_order) skips the batches a saved run delivered (map-style) or starts its round robin at next_worker (iterable).
+        The next epoch begun (reset or reset_order) skips the batches a saved run delivered (map-style) and goes on with its schedule of worker counts, or starts its round robin at next_worker (iterable).
         """
+    def retire(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        An idle worker above the active count leaves cleanly (not watched: not a crash).
+        """
+    def schedule(self) -> list[tuple[int, int]]:
+        """
+        This epoch's worker counts: [(first batch id, workers), ...].
+        """
+    def set_active_workers(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        New batches go to the first n workers from the next one dispatched on.
+        """
+    @property
+    def active_workers(self) -> int:
+        ...
     @property
     def generation(self) -> int:
         ...

@@ -392,3 +392,28 @@ def worker_main(cfg: WorkerConfig):
         except Exception:
             pass
     os._exit(0)
+
+
+def is_default(fn, name: str) -> bool:
+    """fn is torch's default_collate / default_convert (or None)."""
+    import torch.utils.data
+    return fn is None or fn is getattr(torch.utils.data, name, None) or \
+        fn is getattr(torch.utils.data._utils.collate, name, None)
+
+
+def native_source(loader, is_iterable):
+    """The C++ dataset to read with threads, or None to use worker processes
+    (any Python in the way: a collate_fn, worker_init_fn or transform of the
+    user's)."""
+    from stoker.io import NativeDataset
+    ds = loader.dataset
+    if is_iterable or not isinstance(ds, NativeDataset) or loader.worker_init_fn is not None:
+        return None
+    if getattr(ds, "_transform", None) is not None:  # a Python transform (StreamingDataset(transform=))
+        return None
+    if not getattr(ds, "_native_loadable", True):  # stoker.vision: a Python transform, or images of many sizes
+        return None
+    collate = loader._user_collate_fn
+    if not (is_default(collate, "default_collate") or is_default(collate, "default_convert")):
+        return None
+    return ds._native

@@ -46,6 +46,7 @@ def _building_from(sources):
         src = by_dataset.get(id(dataset)) or by_dataset.get(id(getattr(dataset, "dataset", None)))
         if src is None:
             return torch_loader(dataset, *args, **kwargs)
+        kwargs.update({k: "auto" for k in getattr(src, "_stoker_auto", ())})  # (autotuned: again)
         return type(src)(dataset, *args, **kwargs, **src._stoker_options())
 
     previous = getattr(accelerate_preparing, "ids", None)

@@ -18,7 +18,7 @@ import torch
 import torch.utils.data
 from torch.utils.data import IterableDataset
 
-from stoker import _native as N
+from stoker import _autotune, _native as N
 from stoker import _topology
 from stoker._loader_iter import _StokerIter
 from stoker._resume import STATE_VERSION, rng_snapshot
@@ -88,6 +88,13 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         replaced (default 0: raise stoker.WorkerCrashed).  The batches it held
         are loaded again, so every index is still delivered exactly once and in
         order.  Map-style datasets only.
+    num_workers="auto", prefetch_factor="auto": the autotuner chooses them
+        as the loader runs, within max_memory and the cores (start small,
+        add workers or prefetch while the loop waits and it helps, take them
+        away when it does not, again when the workload changes; every
+        decision in stats()["autotune"]; docs/autotune.md).  num_workers
+        reads as the most it may start (max(8, cores)), and so does
+        get_worker_info().num_workers.
     reader_priority: for stoker.io datasets read by C++ threads: "normal"
         (default), "low" (nice 10) or "idle" (SCHED_IDLE: the threads only
         take CPU that nothing else in the process wants, so the training loop
@@ -96,16 +103,25 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
     """
 
     def __init__(self, dataset, batch_size: Optional[int] = 1, shuffle: Optional[bool | str] = None,
-                 sampler=None, batch_sampler=None, num_workers: int = 0, collate_fn=None,
+                 sampler=None, batch_sampler=None, num_workers: int | str = 0, collate_fn=None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
-                 prefetch_factor: Optional[int] = None, persistent_workers: bool = False,
+                 prefetch_factor: Optional[int | str] = None, persistent_workers: bool = False,
                  pin_memory_device: str = "", in_order: bool = True,
                  max_memory: Optional[int] = None, output: str = "torch", max_worker_restarts: int = 0,
                  progress: bool = False, distributed: bool = False, seed: int = 0, even_split: str = "pad",
                  reader_priority: str = "normal", sample_seeds: bool = False):
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
+        # "auto": the autotuner's (stoker/_autotune.py); torch sees the most
+        # workers it may start, and its default prefetch.
+        self._stoker_auto = tuple(k for k, v in (("num_workers", num_workers), ("prefetch_factor", prefetch_factor))
+                                  if v == _autotune.AUTO)
+        if isinstance(num_workers, str) or isinstance(prefetch_factor, str):
+            _autotune.check("num_workers", num_workers, allow_zero=True)
+            _autotune.check("prefetch_factor", prefetch_factor, allow_zero=False)
+            num_workers = _autotune.max_workers() if num_workers == _autotune.AUTO else num_workers
+            prefetch_factor = None if prefetch_factor == _autotune.AUTO else prefetch_factor
         from stoker.distributed import rank_and_world_size
         self.rank, self.world_size = rank_and_world_size() if distributed else (0, 1)
         from stoker.streaming import streaming_source
@@ -344,6 +360,10 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
                           "loses samples. Give each thread a DataLoader of its own to keep persistent workers "
                           "for both.", UserWarning, stacklevel=user_stacklevel())
         return self._get_iterator(own_pass=True)
+
+    def check_worker_number_rationality(self):
+        if "num_workers" not in getattr(self, "_stoker_auto", ()):  # (the autotuner keeps within the cores)
+            super().check_worker_number_rationality()
 
     def _get_iterator(self, own_pass: bool = False):
         if self.num_workers > 0:

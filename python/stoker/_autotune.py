@@ -1,0 +1,354 @@
+"""The autotuner: DataLoader(num_workers="auto", prefetch_factor="auto")
+(docs/autotune.md).
+
+It runs in the training loop's thread, from next(): a clock read per batch,
+and a decision at most once per window (WINDOW_S and MIN_BATCHES batches).
+What it reads each window is what the loader already counts:
+
+- rate: batches delivered per second;
+- stall: the share of the window the training loop waited in next();
+- memory_wait: the share the scheduler waited for room in the slot pool;
+- busy: the active workers' mean busy fraction (their stage clocks);
+- runnable: threads of the process tree running or waiting for a core, on
+  average (/proc/<pid>/task/<tid>/schedstat);
+- cost: worker seconds per batch, the workload's signature.
+
+What it does, one change at a time:
+
+- the loop waits (stall > STALL) and the workers are busy: one more worker,
+  if one more worker's threads keep `runnable` within cores + 2 and its
+  memory fits; workers not busy: deeper prefetch (twice the batches in
+  flight per worker) if they fit;
+- the loop does not wait (stall < IDLE) and one worker fewer would carry the
+  work: one worker fewer;
+- the SETTLE_S after a change are left out (a worker starting), the
+  window after them is compared with the window before the change: an addition that does not gain GAIN
+  is undone and not tried again, a removal that loses more than that is
+  undone; until the workload changes (cost by CHANGE): then every knob is
+  open again;
+- memory, always first: (prefetch * workers + HELD) batches and the workers'
+  private memory (USS) stay within max_memory; when they no longer fit,
+  prefetch comes down, then workers.
+
+Worker processes start when the count rises (a worker that ran before goes
+on with its random streams from the board: _rng_state.py) and leave when it
+falls, once they hold no task (Pump.retire: a clean exit, not a crash).
+Which worker loads batch k is the scheduler's schedule of worker counts
+(loader/scheduler.h), saved with a resume.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import time
+from typing import Optional
+
+from stoker import _native as N
+
+AUTO = "auto"
+WINDOW_S = 0.5
+SETTLE_S = 0.25
+MAX_WINDOW_S = 4.0
+MIN_BATCHES = 4
+STALL = 0.10
+IDLE = 0.03
+GAIN = 1.05
+CHANGE = 1.6
+HELD = 2
+MAX_DEPTH = 32
+RETIRE_GRACE_S = 5.0
+
+logger = logging.getLogger("stoker")
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def max_workers() -> int:
+    """The most workers num_workers="auto" starts: 8, or one per core where
+    there are more (the grid torch users try goes to 8)."""
+    return max(8, cores())
+
+
+def check(name: str, value, allow_zero: bool):
+    """value is "auto" or an int the option takes (else ValueError)."""
+    if value == AUTO or value is None and name == "prefetch_factor":
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if allow_zero else 1):
+        least = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{name} should be a {least} int or 'auto', but got {value!r}")
+
+
+def _runnable_seconds(pids) -> float:
+    """Seconds the threads of `pids` ran or waited for a core (schedstat)."""
+    total = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    run, wait, _ = f.read().split()
+                total += int(run) + int(wait)
+            except (OSError, ValueError):
+                continue
+    return total / 1e9
+
+
+_Reading = collections.namedtuple("_Reading", "t batches stall no_room busy runnable")
+
+
+class Tuner:
+    """One iterator's autotuner (see the module doc)."""
+
+    def __init__(self, it, workers: bool, prefetch: bool, n: int, depth: int):
+        self._it = it
+        self.workers, self.prefetch = workers, prefetch
+        self.n, self.depth = n, depth
+        self.cap = it._num_workers
+        self.top_n, self.top_depth, self.bottom_n = self.cap, MAX_DEPTH, 1
+        self.closed_cost: Optional[float] = None  # the cost when a trial closed a knob
+        self.trial = None  # (knob, old, new, the rate before, worker seconds per batch before)
+        self.skip = True   # the next window is left out (workers starting)
+        self.decisions = collections.deque(maxlen=1000)
+        self.count = 0
+        self.noted = set()
+        self.retiring = {}  # worker id -> (process, when asked to leave)
+        self.t0 = time.monotonic()
+        self._base = self._read()
+
+    @staticmethod
+    def make(it, auto: tuple, n: int, depth: int) -> Optional["Tuner"]:
+        """The tuner of iterator `it` for the knobs in `auto` (None: none,
+        or no workers).  Where the worker count cannot change mid-epoch (C++
+        reader threads, an IterableDataset's split) it is one per core (at
+        most max_workers()), said as a decision."""
+        if not auto or not it._num_workers:
+            return None
+        tuner = Tuner(it, it._tune_workers, "prefetch_factor" in auto, n, depth)
+        if "num_workers" in auto and not it._tune_workers:
+            why = "C++ reader threads" if it._native_ds is not None else "an IterableDataset's workers split its stream"
+            tuner._record("num_workers", None, it._num_workers, {}, f"{why}: a count fixed for the iterator, one per core")
+        return tuner
+
+    # ---- what it sees ----------------------------------------------------
+
+    def _pids(self):
+        return [os.getpid()] + [w.pid for w in self._it._workers if w is not None and w.pid]
+
+    def _read(self) -> _Reading:
+        it = self._it
+        st = it._engine.stats(False)
+        return _Reading(time.monotonic(), it._stats.batches, it._stats.stall, it._pump.no_room_wait_s(),
+                        [w["busy_s"] for w in st["workers"]], _runnable_seconds(self._pids()))
+
+    def _measure(self, a: _Reading, b: _Reading) -> dict:
+        dt = max(b.t - a.t, 1e-9)
+        batches = b.batches - a.batches
+        busy = [max(0.0, y - x) for x, y in zip(a.busy, b.busy)]
+        active = busy[:self.n] if self.workers else busy
+        return {"window_s": round(dt, 3), "batches_per_s": round(batches / dt, 2),
+                "stall": round(min(1.0, (b.stall - a.stall) / dt), 3),
+                "memory_wait": round(min(1.0, max(0.0, b.no_room - a.no_room) / dt), 3),
+                "busy": round(sum(active) / dt / max(1, len(active)), 3),
+                "runnable": round(max(0.0, b.runnable - a.runnable) / dt, 2),
+                "cost_s": sum(busy) / batches if batches else 0.0}
+
+    def _memory(self, n: int, depth: int) -> tuple:
+        """(bytes needed with n workers at depth, max_memory): the pool's
+        batches in flight and held, and each worker's private memory."""
+        it = self._it
+        batch = it._engine.expected_batch_bytes
+        uss = [N.lib.process_memory(w.pid)["uss"] for w in it._workers[:self.n] if w is not None and w.pid] \
+            if self.workers else []
+        per_worker = max(uss) if uss else 0
+        return (depth * n + HELD) * batch + n * per_worker, it._max_memory
+
+    def _fits(self, n: int, depth: int) -> bool:
+        need, budget = self._memory(n, depth)
+        return need <= budget
+
+    # ---- what it does ------------------------------------------------------
+
+    def tick(self):
+        """After each batch: a decision once a window is over."""
+        now = time.monotonic()
+        if now - self._base.t < (SETTLE_S if self.skip else WINDOW_S):
+            return
+        self._retire_idle()
+        if self._it._stats.batches < self._base.batches:  # a new epoch: a new window
+            self._base = self._read()
+            return
+        if self._it._stats.batches - self._base.batches < MIN_BATCHES and now - self._base.t < MAX_WINDOW_S:
+            return
+        cur = self._read()
+        m = self._measure(self._base, cur)
+        self._base = cur
+        if self.skip:
+            self.skip = False
+            return
+        self._decide(m)
+
+    def _decide(self, m: dict):
+        if self.trial is not None and not self._judge(m):
+            return  # (undone: the next window measures the setting before it again)
+        cost = m["cost_s"]
+        if self.closed_cost and cost > 0 and max(cost / self.closed_cost, self.closed_cost / cost) > CHANGE:
+            self._record("workload", round(self.closed_cost, 6), round(cost, 6), m,
+                         f"worker seconds per batch changed {cost / self.closed_cost:.2f}x: every knob open again")
+            self.top_n, self.top_depth, self.bottom_n, self.closed_cost = self.cap, MAX_DEPTH, 1, None
+        if self._shed(m):
+            return
+        if m["stall"] > STALL:
+            if m["memory_wait"] > m["stall"] / 2:
+                self._note("memory", m, "the loop waits for room in max_memory: more workers or prefetch "
+                                        "cannot help (raise max_memory, or make batches smaller)")
+                return
+            more_workers = self.workers and self.n < self.top_n and self._room_for_a_worker(m) and \
+                self._fits(self.n + 1, self.depth)
+            deeper = self.prefetch and self.depth < self.top_depth and self._fits(self.n, min(self.top_depth,
+                                                                                              2 * self.depth))
+            why = f"the loop waited {m['stall']:.0%} of the time, workers busy {m['busy']:.0%}"
+            if more_workers and (m["busy"] >= 0.75 or not deeper):
+                self._try("num_workers", self.n + 1, m, why)
+            elif deeper:
+                self._try("prefetch_factor", min(self.top_depth, 2 * self.depth), m, why)
+            else:
+                self._held(m, why)
+        elif m["stall"] < IDLE and self.workers and self.n > self.bottom_n and m["busy"] * self.n < (self.n - 1) * 0.7:
+            self._try("num_workers", self.n - 1, m,
+                      f"the loop waited {m['stall']:.0%} of the time, {self.n} workers busy {m['busy']:.0%}: "
+                      f"{self.n - 1} may carry the work")
+
+    def _held(self, m: dict, why: str):
+        """The loop waits and no knob may move: says why, once per cause."""
+        if self.workers and self.n < self.top_n:
+            need, budget = self._memory(self.n + 1, self.depth)
+            if need > budget:
+                self._note("held", m, f"{why}; one more worker would need {need} bytes of max_memory={budget}")
+            elif not self._room_for_a_worker(m):
+                self._note("held", m, f"{why}; one more worker would make {m['runnable'] + m['busy']:.1f} "
+                                      f"runnable threads on {cores()} cores (at most cores + 2)")
+        elif self.trial is None:
+            self._note("held", m, f"{why}; every setting that fits was tried")
+
+    def _room_for_a_worker(self, m: dict) -> bool:
+        """One more worker keeps the tree's runnable threads within cores + 2
+        (a worker adds its share of what the workers use now)."""
+        per_worker = m["busy"] if self.n else 1.0
+        return m["runnable"] + per_worker <= cores() + 2
+
+    def _shed(self, m: dict) -> bool:
+        """max_memory first: lowers prefetch, then workers, while what they
+        hold does not fit (True when it changed something)."""
+        need, budget = self._memory(self.n, self.depth)
+        if need <= budget:
+            return False
+        why = f"{need} bytes (batches in flight and held, and the workers' private memory) > max_memory={budget}"
+        if self.prefetch and self.depth > 1:
+            self.top_depth = self.depth - 1
+            self._set("prefetch_factor", self.depth - 1, m, why)
+        elif self.workers and self.n > 1:
+            self.top_n = self.n - 1
+            self._set("num_workers", self.n - 1, m, why)
+        else:
+            self._note("shed", m, why + ": nothing left to lower")
+            return False
+        self.skip = True
+        return True
+
+    def _try(self, knob: str, new: int, m: dict, why: str):
+        old = self.n if knob == "num_workers" else self.depth
+        self._set(knob, new, m, why + f": trying {new}")
+        self.trial = (knob, old, new, m["batches_per_s"], m["cost_s"])
+        self.skip = True
+
+    def _judge(self, m: dict) -> bool:
+        """Keeps or undoes the change on trial (True: kept)."""
+        knob, old, new, before, cost = self.trial
+        self.trial = None
+        gain = m["batches_per_s"] / before if before > 0 else float("inf")
+        last = self.decisions[-1] if self.decisions else {}
+        keep = gain >= GAIN if new > old else gain >= 1 / GAIN
+        if last.get("knob") == knob and last.get("new") == new:
+            last["gain"], last["kept"] = round(gain, 3), keep
+        if keep:
+            return True
+        if new > old:
+            if knob == "num_workers":
+                self.top_n = old
+            else:
+                self.top_depth = old
+        else:
+            self.bottom_n = old
+        self.closed_cost = cost or self.closed_cost  # (the workload as it was with `old`)
+        why = f"the loop no longer waits ({m['stall']:.0%})" if new > old and m["stall"] < IDLE else \
+            f"{new} gave {gain:.2f}x the rate with {old}"
+        self._set(knob, old, m, f"{why}: back to {old}")
+        self.skip = True
+        return False
+
+    def _set(self, knob: str, value: int, m: dict, why: str):
+        old = self.n if knob == "num_workers" else self.depth
+        if knob == "num_workers":
+            self._it._set_active_workers(value)
+            self.n = value
+        else:
+            self.depth = value
+        self._it._pump.prefetch = self.depth * self.n
+        self._record(knob, old, value, m, why)
+
+    def _note(self, key: str, m: dict, why: str):
+        if key not in self.noted:
+            self.noted.add(key)
+            self._record(key, None, None, m, why)
+
+    def _record(self, knob, old, new, m: dict, why: str):
+        d = {"t": round(time.monotonic() - self.t0, 3), "knob": knob, "old": old, "new": new,
+             "measured": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in m.items()}, "reason": why}
+        self.decisions.append(d)
+        self.count += 1
+        logger.info("stoker autotune: %s %s -> %s (%s)", knob, old, new, why)
+        if N.lib.trace_recording():
+            N.lib.trace_instant("autotune", json.dumps(d))
+
+    # ---- workers leaving ---------------------------------------------------
+
+    def _retire_idle(self):
+        it = self._it
+        for w, (proc, since) in list(self.retiring.items()):
+            if proc.exitcode is None and time.monotonic() - since < RETIRE_GRACE_S:
+                continue
+            self.finish_retiring(w)
+        if not self.workers:
+            return
+        for w in range(self.n, self.cap):
+            proc = it._workers[w]
+            if proc is not None and w not in self.retiring and it._pump.idle(w):
+                it._pump.retire(w)
+                self.retiring[w] = (proc, time.monotonic())
+
+    def finish_retiring(self, w: int, wait_s: float = 0.0):
+        """Worker w asked to leave: once gone (waiting up to wait_s, then
+        killed), its id is free for a new process."""
+        proc, _since = self.retiring.pop(w)
+        proc.join(wait_s)
+        if proc.exitcode is None:
+            proc.kill()
+        proc.join()  # (multiprocessing lets go of a process it has joined: its pipes close)
+        self._it._pump.reclaim(w)
+        self._it._workers[w] = None
+        self._it._oom_watch[w] = None
+
+    def stats(self) -> dict:
+        return {"num_workers": self.n if self.workers else None, "prefetch_factor": self.depth,
+                "tuning": [k for k, on in (("num_workers", self.workers), ("prefetch_factor", self.prefetch)) if on],
+                "decisions_total": self.count, "decisions": list(self.decisions)}

@@ -1,0 +1,199 @@
+"""num_workers="auto" and prefetch_factor="auto" (stoker/_autotune.py): the
+autotuner adds workers while the loop waits on them, takes them away when it
+no longer does, holds max_memory while it adds them (PSS sampled at 20 Hz),
+and a resume across its change of worker count is exact."""
+import json
+import mmap
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import stoker
+from stoker import _native as N
+from stoker._procfs import tree_pids
+from stoker.io import RawDataset
+
+
+class Sleepy(torch.utils.data.Dataset):
+    """__getitem__ waits `cost` seconds (a shared value: the test changes it
+    under running workers), and returns the index and, with `noise`, a
+    random draw from torch's generator (an augmentation)."""
+
+    def __init__(self, n, cost=0.004, noise=False, size=1):
+        self.n, self.noise, self.size = n, noise, size
+        self.cost = np.frombuffer(mmap.mmap(-1, 8), dtype=np.float64)  # (anonymous, shared with forked workers)
+        self.cost[0] = cost
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.cost[0])
+        x = np.full(self.size, i, dtype=np.float32)
+        if self.noise:
+            x = x + torch.rand(self.size).numpy()
+        return x
+
+
+def decisions(loader, knob="num_workers"):
+    return [d for d in loader.stats(False)["autotune"]["decisions"] if d["knob"] == knob]
+
+
+def test_bad_values_are_refused_with_the_option_named():
+    for kw, word in (({"num_workers": "many"}, "num_workers"), ({"num_workers": -1}, "num_workers"),
+                     ({"num_workers": 2, "prefetch_factor": "lots"}, "prefetch_factor"),
+                     ({"num_workers": "auto", "prefetch_factor": 0}, "prefetch_factor")):
+        with pytest.raises(ValueError, match=word):
+            stoker.DataLoader(Sleepy(8), **kw)
+
+
+def test_it_adds_workers_while_the_loop_waits_and_says_why():
+    loader = stoker.DataLoader(Sleepy(2400, cost=0.004), batch_size=8, num_workers="auto", prefetch_factor="auto")
+    assert loader.num_workers >= 8  # the most it may start
+    got = np.concatenate([b.numpy().ravel() for b in loader])
+    assert got.tolist() == list(range(2400))  # in order, each once
+    st = loader.stats(False)["autotune"]
+    assert st["tuning"] == ["num_workers", "prefetch_factor"]
+    added = [d for d in decisions(loader) if d["new"] > d["old"]]
+    assert len(added) >= 2, st["decisions"]
+    for d in st["decisions"]:
+        assert set(d) >= {"t", "knob", "old", "new", "measured", "reason"}
+        assert {"batches_per_s", "stall", "busy", "runnable"} <= set(d["measured"]) and d["reason"]
+    first = added[0]
+    assert (first["old"], first["new"]) == (1, 2) and first["kept"] and first["gain"] > 1.3
+    assert "waited" in first["reason"]
+
+
+def test_workers_it_no_longer_needs_leave_cleanly():
+    ds = Sleepy(100_000, cost=0.006)
+    loader = stoker.DataLoader(ds, batch_size=4, num_workers="auto")
+    it = iter(loader)
+    got, t0 = [], time.monotonic()
+    for b in it:  # a slow __getitem__: workers are added
+        got.extend(b.numpy().ravel().astype(int).tolist())
+        if it._tuner.n >= 3 or time.monotonic() - t0 > 30:
+            break
+    peak = it._tuner.n
+    assert peak >= 3, loader.stats(False)["autotune"]
+    pids = [w.pid for w in it._workers if w is not None]
+    ds.cost[0] = 0.0  # now the training loop is the bound
+    t0 = time.monotonic()
+    for b in it:
+        got.extend(b.numpy().ravel().astype(int).tolist())
+        time.sleep(0.02)
+        if (it._tuner.n == 1 and not it._tuner.retiring) or time.monotonic() - t0 > 60:
+            break
+    assert it._tuner.n < peak, loader.stats(False)["autotune"]
+    removed = [d for d in decisions(loader) if d["new"] < d["old"]]
+    assert removed and any("may carry the work" in d["reason"] or "no longer waits" in d["reason"] for d in removed)
+    for b in it:  # on to the end: nothing lost, nothing twice, no worker reported dead
+        got.extend(b.numpy().ravel().astype(int).tolist())
+        if len(got) >= 3000:
+            break
+    assert got == list(range(len(got)))
+    live = {w.pid for w in it._workers if w is not None}
+    gone = [p for p in pids if p not in live]
+    assert gone, (pids, live)
+    for p in gone:  # retired workers exited (and were reaped): no zombie, no crash
+        assert not os.path.exists(f"/proc/{p}"), p
+    del it
+
+
+def test_a_resume_across_a_change_of_worker_count_is_exact():
+    ds = Sleepy(1200, cost=0.004, noise=True, size=4)
+
+    def loader():
+        return stoker.DataLoader(ds, batch_size=4, num_workers="auto", prefetch_factor="auto", sample_seeds=True,
+                                 seed=7, shuffle=True, generator=torch.Generator().manual_seed(5))
+    first = loader()
+    it = iter(first)
+    got, state, at = [], None, None
+    for b in it:
+        got.append(b.clone())
+        if state is None and it._tuner.n >= 2 and len(got) % 7 == 0:
+            state, at = first.state_dict(), len(got)
+    assert state is not None, first.stats(False)["autotune"]
+    assert max(n for _first, n in state["schedule"]) >= 2, state["schedule"]
+    assert len(json.dumps(state["schedule"])) < 200
+    again = loader()
+    again.load_state_dict(state)
+    rest = list(again)
+    assert len(rest) == len(got) - at
+    for k, (a, b) in enumerate(zip(rest, got[at:])):
+        assert torch.equal(a, b), f"batch {at + k} differs"
+    # A loader with a fixed count takes the same state on.
+    fixed = stoker.DataLoader(ds, batch_size=4, num_workers=2, sample_seeds=True, seed=7, shuffle=True,
+                              generator=torch.Generator().manual_seed(5))
+    fixed.load_state_dict(state)
+    assert all(torch.equal(a, b) for a, b in zip(list(fixed), got[at:]))
+
+
+def test_the_budget_holds_while_it_adds_workers():
+    """8 MiB samples under max_memory=256 MiB: the process tree's PSS, read
+    20 times a second, never grows past the budget as workers come."""
+    budget = 256 << 20
+    ds = Sleepy(500, cost=0.02, size=2 << 20)  # float32: 8 MiB a sample
+    loader = stoker.DataLoader(ds, batch_size=1, num_workers="auto", prefetch_factor="auto", max_memory=budget)
+    base = N.lib.process_memory(os.getpid())["pss"]
+    worst, samples, stop = [0], [0], threading.Event()
+
+    def sample():
+        while not stop.wait(0.05):
+            pss = 0
+            for pid in tree_pids():
+                try:
+                    pss += N.lib.process_memory(pid)["pss"]
+                except Exception:  # noqa: BLE001 - a worker that just left
+                    pass
+            worst[0] = max(worst[0], pss - base)
+            samples[0] += 1
+    t = threading.Thread(target=sample)
+    t.start()
+    try:
+        n = 0
+        for b in loader:
+            n += b.shape[0]
+            time.sleep(0.002)
+    finally:
+        stop.set()
+        t.join()
+    assert n == 500
+    st = loader.stats(False)["autotune"]
+    assert any(d["new"] > d["old"] for d in decisions(loader)), st["decisions"]
+    assert samples[0] >= 20
+    assert worst[0] <= budget, f"the tree grew {worst[0] >> 20} MiB past {budget >> 20} MiB: {st['decisions']}"
+
+
+def test_where_the_count_cannot_change_it_is_one_per_core(tmp_path):
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            info = torch.utils.data.get_worker_info()
+            return iter(range(info.id, 40, info.num_workers))
+    loader = stoker.DataLoader(Stream(), batch_size=None, num_workers="auto")
+    assert sorted(int(x) for x in loader) == list(range(40))
+    (d,) = decisions(loader)
+    assert d["old"] is None and d["new"] == min(loader.num_workers, len(os.sched_getaffinity(0)))
+    assert "IterableDataset" in d["reason"]
+    path = tmp_path / "r.bin"
+    path.write_bytes(bytes(range(256)) * 64)
+    raw = stoker.DataLoader(RawDataset(str(path), "uint8", (64,)), batch_size=16, num_workers="auto")
+    assert sum(b.shape[0] for b in raw) == 256
+    (d,) = decisions(raw)
+    assert "C++ reader threads" in d["reason"]
+
+
+def test_its_decisions_are_in_the_trace(tmp_path):
+    path = str(tmp_path / "run.json")
+    loader = stoker.DataLoader(Sleepy(1200, cost=0.004), batch_size=8, num_workers="auto")
+    with stoker.trace(path):
+        for _ in loader:
+            pass
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    marks = [e for e in events if e.get("ph") == "i" and e["name"] == "autotune"]
+    assert marks and marks[0]["args"]["knob"] == "num_workers" and marks[0]["args"]["new"] == 2
+    assert len(marks) == loader.stats(False)["autotune"]["decisions_total"]
