@@ -24,7 +24,11 @@ images of 500x375, batch 32), a slow remote store (an HTTP GET per sample,
    then 2 ms (4x) after 10 s; the best fixed setting for the second cost is
    measured, and the autotuner's time from the change until its rate over
    the last second is 0.9x that best.
-4. --peers (where installed): tf.data with AUTOTUNE (num_parallel_calls and
+4. a, b, c: `stoker bench`'s workloads (tiny samples in batches of 64
+   and of 1, 4 MiB samples in batches of 8), stoker with the bench's 2
+   workers and stoker's own prefetch, against "auto" (both knobs), and
+   torch's DataLoader with 2 workers.
+5. --peers (where installed): tf.data with AUTOTUNE (num_parallel_calls and
    prefetch, ram_budget for `big`) and Grain with pick_performance_config
    on the Python workloads.
 """
@@ -40,6 +44,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import warnings
 
 import torch
 
@@ -193,6 +199,30 @@ def run_workload(name, a, port, root, skip, report):
         report[name]["peers"] = peers(ds, name, a, skip)
 
 
+def bench_workload(key, a, report, skip):
+    """`stoker bench`'s workload `key`: its 2 workers against "auto"."""
+    from stoker.bench import WORKLOADS
+    w = WORKLOADS[key]
+    per = w.batch_size or 1
+    rows = []
+    for _ in range(a.rounds):
+        fixed = measure(lambda: stoker.DataLoader(w.dataset(kind="stoker"), batch_size=w.batch_size, num_workers=2),
+                        1.0, a.seconds, skip)
+        auto = measure(lambda: stoker.DataLoader(w.dataset(kind="stoker"), batch_size=w.batch_size,
+                                                 num_workers="auto", prefetch_factor="auto"),
+                       SETTLE_S, 2 * a.seconds, skip)
+        rows.append((fixed, auto))
+        print(f"  {key}: 2 workers {fixed['rate'] * per:.0f} samples/s, auto {auto['rate'] * per:.0f} at "
+              f"{auto.get('settled')}", flush=True)
+    t = measure(lambda: torch.utils.data.DataLoader(w.dataset(kind="torch"), batch_size=w.batch_size,
+                                                    num_workers=2), 1.0, a.seconds, skip)["rate"]
+    fixed_rate = statistics.median(f["rate"] for f, _u in rows) * per
+    auto_rate = statistics.median(u["rate"] for _f, u in rows) * per
+    report[key] = {"what": w.title, "two_workers_samples_per_s": round(fixed_rate), "auto_samples_per_s": round(auto_rate),
+                   "auto_vs_two_workers": round(auto_rate / fixed_rate, 3), "torch_two_workers": round(t * per),
+                   "auto_vs_torch": round(auto_rate / (t * per), 2), "auto_settled": [u.get("settled") for _f, u in rows]}
+
+
 def shift(a, report, skip):
     """The per-sample cost rises 4x mid-epoch: how long until the autotuner
     is back at 0.9x the best fixed setting for the new cost?"""
@@ -282,6 +312,7 @@ class _Iterable:
 
 
 def main():
+    warnings.filterwarnings("ignore", category=UserWarning)
     ap = argparse.ArgumentParser()
     ap.add_argument("--workloads", default="gil,jpeg,remote,big,shift")
     ap.add_argument("--grid", choices=("quick", "full"), default="quick")
@@ -307,6 +338,8 @@ def main():
             for name in names:
                 if name == "shift":
                     shift(a, report, skip)
+                elif name in ("a", "b", "c"):
+                    bench_workload(name, a, report, skip)
                 else:
                     run_workload(name, a, port, a.root, skip, report)
         finally:
@@ -319,7 +352,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|")
     for name in names:
         r = report.get(name)
-        if name == "shift" or r is None:
+        if name in ("shift", "a", "b", "c") or r is None:
             continue
         print(f"| {name} | {r['grid_best'][0]} x {r['grid_best'][1]} | {r['grid_best_rate']} | {r['auto_rate']} | "
               f"{r['auto_vs_best']}x | {r['auto_settled'][-1]} | {r['auto_runnable']} | {r['torch_at_best']} |")

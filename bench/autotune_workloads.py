@@ -5,7 +5,7 @@ through a generator): importable by spawned workers, no stoker import.
     gil     a Python transform that holds the GIL: COST_GIL_S of pure-Python
             work per sample, a 3x32x32 uint8 sample
     remote  a slow remote store: one HTTP GET per sample to a local server
-            that answers after 20 ms (a keep-alive connection per worker)
+            that answers after 20 ms (a keep-alive connection per worker thread)
     big     8 MiB samples (float32), built per __getitem__
     shift   a sleep per sample that the benchmark raises 4x mid-epoch (a
             value in shared memory), for the time to adapt
@@ -47,20 +47,24 @@ class Remote:
 
     def __init__(self, port: int, n: int = 10 ** 7):
         self.port, self.n = port, n
-        self._conn = None
-        self._pid = None
+        self._local = threading.local()  # a connection per thread (tf.data calls from many)
 
     def __len__(self):
         return self.n
 
     def __getstate__(self):
-        return {"port": self.port, "n": self.n, "_conn": None, "_pid": None}
+        return {"port": self.port, "n": self.n}
+
+    def __setstate__(self, state):
+        self.__init__(state["port"], state["n"])
 
     def __getitem__(self, i):
-        if self._conn is None or self._pid != os.getpid():
-            self._conn, self._pid = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30), os.getpid()
-        self._conn.request("GET", f"/{i}")
-        body = self._conn.getresponse().read()
+        conn = getattr(self._local, "conn", None)
+        if conn is None or self._local.pid != os.getpid():
+            conn = self._local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            self._local.pid = os.getpid()
+        conn.request("GET", f"/{i}")
+        body = conn.getresponse().read()
         return np.frombuffer(body, dtype=np.uint8)
 
 

@@ -3,7 +3,8 @@
 
 It runs in the training loop's thread, from next(): a clock read per batch,
 and a decision at most once per window (WINDOW_S and MIN_BATCHES batches).
-What it reads each window is what the loader already counts:
+What it reads each window (and at least max(MIN_BATCHES, 2 x workers)
+batches, or MAX_WINDOW_S) is what the loader already counts:
 
 - rate: batches delivered per second;
 - stall: the share of the window the training loop waited in next();
@@ -15,14 +16,15 @@ What it reads each window is what the loader already counts:
 
 What it does, one change at a time:
 
-- the loop waits (stall > STALL) and the workers are busy: one more worker,
-  if one more worker's threads keep `runnable` within cores + 2 and its
-  memory fits; workers not busy: deeper prefetch (twice the batches in
+- the loop waits (stall > STALL) and the workers are busy: one more worker
+  (twice as many while each addition has paid nearly in proportion), if
+  their threads keep `runnable` within cores + 2 and their memory fits; workers not busy: deeper prefetch (twice the batches in
   flight per worker) if they fit;
 - the loop does not wait (stall < IDLE) and one worker fewer would carry the
   work: one worker fewer;
-- the SETTLE_S after a change are left out (a worker starting), the
-  window after them is compared with the window before the change: an addition that does not gain GAIN
+- after a change, SETTLE_S and the batches that were in flight are left
+  out (a worker starting, batches made the old way), and the window after
+  them is compared with the window before the change: an addition that does not gain GAIN
   is undone and not tried again, a removal that loses more than that is
   undone; until the workload changes (cost by CHANGE): then every knob is
   open again;
@@ -43,6 +45,7 @@ import json
 import logging
 import os
 import time
+import weakref
 from typing import Optional
 
 from stoker import _native as N
@@ -106,38 +109,86 @@ def _runnable_seconds(pids) -> float:
 _Reading = collections.namedtuple("_Reading", "t batches stall no_room busy runnable")
 
 
+def saved_schedule(it, resume: Optional[dict], batch_size) -> list:
+    """The worker counts a resumed epoch goes on with: [(first batch, count)]
+    from a state an autotuned loader saved on this topology, whose counts
+    iterator `it` can start ([] otherwise: none to follow)."""
+    sched = (resume or {}).get("schedule") if it._tune_workers else None
+    if not sched or (resume["world_size"], resume.get("batch_size")) != (it._world_size, batch_size) or \
+            max(c for _f, c in sched) > it._num_workers:
+        return []
+    return [(int(f), int(c)) for f, c in sched]
+
+
+def starting_point(it, loader, resume: Optional[dict], auto: tuple) -> tuple:
+    """(workers, prefetch per worker) that iterator `it` starts with: a
+    resumed epoch's saved ones, else where the loader's last iterator left
+    them (a loader without persistent workers makes one per epoch), else one
+    worker (start small) and torch's 2."""
+    carried = loader.__dict__.get("_stoker_tuned", {})
+    saved = saved_schedule(it, resume, loader.batch_size)
+    n = (saved[-1][1] if saved else min(carried.get("n", 1), it._num_workers)) if it._tune_workers else \
+        it._num_workers
+    depth = ((resume or {}).get("autotune", {}).get("prefetch_factor") or carried.get("depth", 2)) \
+        if "prefetch_factor" in auto else loader.prefetch_factor or 2
+    return n, depth
+
+
 class Tuner:
     """One iterator's autotuner (see the module doc)."""
 
-    def __init__(self, it, workers: bool, prefetch: bool, n: int, depth: int):
-        self._it = it
+    def __init__(self, it, loader, workers: bool, prefetch: bool, n: int, depth: int):
+        self._it = weakref.proxy(it)  # (the iterator owns its tuner: no cycle to wait for the GC)
         self.workers, self.prefetch = workers, prefetch
         self.n, self.depth = n, depth
         self.cap = it._num_workers
-        self.top_n, self.top_depth, self.bottom_n = self.cap, MAX_DEPTH, 1
-        self.closed_cost: Optional[float] = None  # the cost when a trial closed a knob
+        # What the loader's earlier iterators learnt and decided carries on
+        # (a loader without persistent workers makes one per epoch).
+        self._carried = loader.__dict__.setdefault("_stoker_tuned", {})
+        c = self._carried
+        self.top_n, self.top_depth = min(c.get("top_n", self.cap), self.cap), c.get("top_depth", MAX_DEPTH)
+        self.bottom_n, self.closed_cost = c.get("bottom_n", 1), c.get("closed_cost")  # (closed_cost: when a
+        # trial closed a knob, the worker seconds per batch)
         self.trial = None  # (knob, old, new, the rate before, worker seconds per batch before)
         self.skip = True   # the next window is left out (workers starting)
-        self.decisions = collections.deque(maxlen=1000)
-        self.count = 0
-        self.noted = set()
+        self.decisions = c.setdefault("decisions", collections.deque(maxlen=1000))
+        self.count = c.get("count", 0)
+        self.noted = c.setdefault("noted", set())
         self.retiring = {}  # worker id -> (process, when asked to leave)
+        self.linear = False  # the last worker trial paid in proportion
+        self._settle_at = 0  # the window after a change starts once the loop has this many batches
         self.t0 = time.monotonic()
+        # A StreamingDataset read by C++ threads here scales its fetchers
+        # itself (streaming/fetcher_scaling.h); its changes are logged with
+        # the tuner's.
+        self._stream = None
+        if it._native_ds is not None:
+            from stoker.streaming import streaming_source
+            self._stream = streaming_source(it._loader_ref().dataset)
+        self._fetchers = self._fetcher_count()
         self._base = self._read()
 
     @staticmethod
-    def make(it, auto: tuple, n: int, depth: int) -> Optional["Tuner"]:
+    def make(it, loader, auto: tuple, n: int, depth: int) -> Optional["Tuner"]:
         """The tuner of iterator `it` for the knobs in `auto` (None: none,
         or no workers).  Where the worker count cannot change mid-epoch (C++
         reader threads, an IterableDataset's split) it is one per core (at
         most max_workers()), said as a decision."""
         if not auto or not it._num_workers:
             return None
-        tuner = Tuner(it, it._tune_workers, "prefetch_factor" in auto, n, depth)
+        tuner = Tuner(it, loader, it._tune_workers, "prefetch_factor" in auto, n, depth)
         if "num_workers" in auto and not it._tune_workers:
             why = "C++ reader threads" if it._native_ds is not None else "an IterableDataset's workers split its stream"
-            tuner._record("num_workers", None, it._num_workers, {}, f"{why}: a count fixed for the iterator, one per core")
+            tuner._note("fixed", {}, f"{why}: a count fixed for the iterator, one per core", it._num_workers)
         return tuner
+
+    def resume(self, schedule: list):
+        """A resumed epoch's saved worker counts: the workers they name are
+        started, and the last count is the tuner's (Pump.resume_at sets them)."""
+        self._it._set_active_workers(max(c for _f, c in schedule))
+        self.n = schedule[-1][1]
+        self._it._pump.set_active_workers(self.n)
+        self._it._pump.prefetch = self.depth * self.n
 
     # ---- what it sees ----------------------------------------------------
 
@@ -149,6 +200,22 @@ class Tuner:
         st = it._engine.stats(False)
         return _Reading(time.monotonic(), it._stats.batches, it._stats.stall, it._pump.no_room_wait_s(),
                         [w["busy_s"] for w in st["workers"]], _runnable_seconds(self._pids()))
+
+    def _fetcher_count(self) -> Optional[int]:
+        if self._stream is None:
+            return None
+        try:
+            st = self._stream.stats()
+        except Exception:  # noqa: BLE001 - a closed dataset: nothing to log
+            return None
+        return int(st["fetchers"]) if st.get("fetchers_auto") else None
+
+    def _log_fetchers(self, m: dict):
+        now = self._fetcher_count()
+        if now is not None and self._fetchers is not None and now != self._fetchers:
+            self._record("fetchers", self._fetchers, now, m, "the streaming dataset's fetcher scaling: while readers "
+                         "wait for shards it tries a connection more, kept if it adds 10% to the download rate")
+        self._fetchers = now if now is not None else self._fetchers
 
     def _measure(self, a: _Reading, b: _Reading) -> dict:
         dt = max(b.t - a.t, 1e-9)
@@ -183,15 +250,20 @@ class Tuner:
         now = time.monotonic()
         if now - self._base.t < (SETTLE_S if self.skip else WINDOW_S):
             return
+        batches = self._it._stats.batches
+        if self.skip and self._base.batches <= batches < self._settle_at:
+            return  # the batches in flight at the change, made the old way, are still coming
         self._retire_idle()
-        if self._it._stats.batches < self._base.batches:  # a new epoch: a new window
-            self._base = self._read()
+        if batches < self._base.batches:  # a new epoch: a new window
+            self._base, self._settle_at = self._read(), 0
             return
-        if self._it._stats.batches - self._base.batches < MIN_BATCHES and now - self._base.t < MAX_WINDOW_S:
+        if not self.skip and batches - self._base.batches < max(MIN_BATCHES, 2 * self.n) and \
+                now - self._base.t < MAX_WINDOW_S:
             return
         cur = self._read()
         m = self._measure(self._base, cur)
         self._base = cur
+        self._log_fetchers(m)
         if self.skip:
             self.skip = False
             return
@@ -212,13 +284,12 @@ class Tuner:
                 self._note("memory", m, "the loop waits for room in max_memory: more workers or prefetch "
                                         "cannot help (raise max_memory, or make batches smaller)")
                 return
-            more_workers = self.workers and self.n < self.top_n and self._room_for_a_worker(m) and \
-                self._fits(self.n + 1, self.depth)
+            target = self._more_workers(m)
             deeper = self.prefetch and self.depth < self.top_depth and self._fits(self.n, min(self.top_depth,
                                                                                               2 * self.depth))
             why = f"the loop waited {m['stall']:.0%} of the time, workers busy {m['busy']:.0%}"
-            if more_workers and (m["busy"] >= 0.75 or not deeper):
-                self._try("num_workers", self.n + 1, m, why)
+            if target and (m["busy"] >= 0.75 or not deeper):
+                self._try("num_workers", target, m, why)
             elif deeper:
                 self._try("prefetch_factor", min(self.top_depth, 2 * self.depth), m, why)
             else:
@@ -234,17 +305,28 @@ class Tuner:
             need, budget = self._memory(self.n + 1, self.depth)
             if need > budget:
                 self._note("held", m, f"{why}; one more worker would need {need} bytes of max_memory={budget}")
-            elif not self._room_for_a_worker(m):
-                self._note("held", m, f"{why}; one more worker would make {m['runnable'] + m['busy']:.1f} "
-                                      f"runnable threads on {cores()} cores (at most cores + 2)")
+            elif not self._room_for(m, 1):
+                self._note("held", m, f"{why}; one more worker would make more than cores + 2 = {cores() + 2} "
+                                      f"threads runnable ({m['runnable']:.1f} now)")
         elif self.trial is None:
             self._note("held", m, f"{why}; every setting that fits was tried")
 
-    def _room_for_a_worker(self, m: dict) -> bool:
-        """One more worker keeps the tree's runnable threads within cores + 2
-        (a worker adds its share of what the workers use now)."""
-        per_worker = m["busy"] if self.n else 1.0
-        return m["runnable"] + per_worker <= cores() + 2
+    def _room_for(self, m: dict, more: int) -> bool:
+        """`more` workers keep the tree's runnable threads within cores + 2
+        (a worker adds what one runs or waits for a core now)."""
+        per_worker = min(1.0, m["runnable"] / (self.n + 1))
+        return m["runnable"] + more * per_worker <= cores() + 2
+
+    def _more_workers(self, m: dict) -> int:
+        """The worker count to try next (0: none): one more, or twice as many
+        while each addition has paid nearly in proportion (a store's
+        latency, a sleep), as many as fit max_memory and the cores."""
+        if not self.workers or self.n >= self.top_n:
+            return 0
+        target = min(self.top_n, 2 * self.n) if self.linear else self.n + 1
+        while target > self.n and not (self._room_for(m, target - self.n) and self._fits(target, self.depth)):
+            target -= 1
+        return target if target > self.n else 0
 
     def _shed(self, m: dict) -> bool:
         """max_memory first: lowers prefetch, then workers, while what they
@@ -278,6 +360,8 @@ class Tuner:
         gain = m["batches_per_s"] / before if before > 0 else float("inf")
         last = self.decisions[-1] if self.decisions else {}
         keep = gain >= GAIN if new > old else gain >= 1 / GAIN
+        # (workers that paid nearly in proportion: the next step doubles them)
+        self.linear = knob == "num_workers" and keep and new > old and gain >= 0.9 * new / old
         if last.get("knob") == knob and last.get("new") == new:
             last["gain"], last["kept"] = round(gain, 3), keep
         if keep:
@@ -298,6 +382,7 @@ class Tuner:
 
     def _set(self, knob: str, value: int, m: dict, why: str):
         old = self.n if knob == "num_workers" else self.depth
+        self._settle_at = self._it._stats.batches + self._it._pump.prefetch  # (what is in flight now)
         if knob == "num_workers":
             self._it._set_active_workers(value)
             self.n = value
@@ -306,16 +391,18 @@ class Tuner:
         self._it._pump.prefetch = self.depth * self.n
         self._record(knob, old, value, m, why)
 
-    def _note(self, key: str, m: dict, why: str):
+    def _note(self, key: str, m: dict, why: str, value=None):
         if key not in self.noted:
             self.noted.add(key)
-            self._record(key, None, None, m, why)
+            self._record("num_workers" if key == "fixed" else key, None, value, m, why)
 
     def _record(self, knob, old, new, m: dict, why: str):
         d = {"t": round(time.monotonic() - self.t0, 3), "knob": knob, "old": old, "new": new,
              "measured": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in m.items()}, "reason": why}
         self.decisions.append(d)
         self.count += 1
+        self._carried.update(n=self.n, depth=self.depth, top_n=self.top_n, top_depth=self.top_depth,
+                             bottom_n=self.bottom_n, closed_cost=self.closed_cost, count=self.count)
         logger.info("stoker autotune: %s %s -> %s (%s)", knob, old, new, why)
         if N.lib.trace_recording():
             N.lib.trace_instant("autotune", json.dumps(d))

@@ -110,12 +110,7 @@ class _StokerIter(_BaseDataLoaderIter):
         # run starts where the saved one was.
         resume = getattr(loader, "_resume", None)
         self._tune_workers = "num_workers" in auto and nw > 0 and self._native_ds is None and not self._is_iterable
-        schedule = resume.get("schedule") if self._tune_workers and resume is not None and (
-            resume["world_size"], resume.get("batch_size")) == (self._world_size, loader.batch_size) else None
-        self._resume_schedule = schedule if schedule and max(c for _f, c in schedule) <= nw else None
-        active = self._resume_schedule[-1][1] if self._resume_schedule else 1 if self._tune_workers else nw
-        depth = (resume or {}).get("autotune", {}).get("prefetch_factor", 2) if "prefetch_factor" in auto else \
-            loader.prefetch_factor or 2
+        active, depth = _autotune.starting_point(self, loader, resume, auto)
         self._prefetch = depth * max(active, 1)
         # torch's assignment (in order, batch k on worker k mod n): a worker the
         # kernel preempts holds up the batch it owns, and the others run only
@@ -194,9 +189,8 @@ class _StokerIter(_BaseDataLoaderIter):
         if self._native_ds is not None:
             self._native_workers = N.lib.NativeWorkers(self._engine, self._native_ds, loader.reader_priority)
         elif nw > 0:
-            self._start_workers(loader, max(c for _f, c in self._resume_schedule) if self._resume_schedule else
-                                active)
-        self._tuner = _autotune.Tuner.make(self, auto, active, depth)
+            self._start_workers(loader, active)  # (a resumed schedule's others: _reset_locked)
+        self._tuner = _autotune.Tuner.make(self, loader, auto, active, depth)
         self._reset(loader, first_iter=True)
 
     # ---- lifecycle -------------------------------------------------------
@@ -325,6 +319,7 @@ class _StokerIter(_BaseDataLoaderIter):
         # random state saved with it is the one that drew it.
         self._epoch_rng = rng_snapshot(loader)
         # The epoch's order, and for a resumed epoch its rest on this topology.
+        asked = resume  # (a rest of the epoch renumbered for another topology or mix is not `asked`)
         self._plan, native_order, resume = _topology.EpochPlan.begin(
             loader, resume, self._is_iterable,
             lambda recipe: _sampling.loader_epoch(loader, self._auto_collation, self._pending_generators, recipe))
@@ -357,8 +352,10 @@ class _StokerIter(_BaseDataLoaderIter):
                 self._resume_next = resume.get("next_worker", 0)
                 self._pump.resume_at(next_worker=self._resume_next)
             elif resume is not None:
-                self._pump.resume_at(resume["delivered"], resume["delivered_extra"],
-                                     schedule=[tuple(s) for s in self._resume_schedule or ()])
+                saved = _autotune.saved_schedule(self, resume if resume is asked else None, loader.batch_size)
+                if saved:
+                    self._tuner.resume(saved)
+                self._pump.resume_at(resume["delivered"], resume["delivered_extra"], schedule=saved)
             if native_order is not None:  # no Python per sample: the order goes to the scheduler as it is
                 self._pump.reset_order(native_order, loader.batch_size or 0, loader.drop_last, not first_iter)
             else:

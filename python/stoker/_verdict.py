@@ -97,7 +97,8 @@ def _advice(stage: str, work: dict, batches: int, workers: int, st: dict, native
     cores = _cores()
     per_batch = _per_batch(work[stage] / max(1, batches))
     who = "reader threads" if native else "workers"
-    more = (f"raise num_workers (now {workers}; this machine has {cores} cores)" if workers < 2 * cores
+    more = (f"raise num_workers (now {workers}; this machine has {cores} cores), or num_workers='auto'"
+            if workers < 2 * cores
             else f"{workers} {who} on {cores} cores already")
     if stage == "getitem":
         what = "a native dataset's reads" if native else "the dataset's __getitem__"

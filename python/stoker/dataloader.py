@@ -412,7 +412,8 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         groups, left out of budget_bytes); queues (in_progress,
         reorder_buffer, spilled, retry, per_worker ring depth); throughput
         (batches, batches_per_s, bytes_per_s, stall_s and stall_fraction: the
-        time the training loop waited in next()).  Once the iterator has
+        time the training loop waited in next()); autotune, with "auto"
+        knobs: where they are and every decision (docs/autotune.md).  Once the iterator has
         ended its workers are gone: their memory reads 0, and with
         memory=True main is read as this call runs and tree_pss is main's.
         docs/memory.md has more."""

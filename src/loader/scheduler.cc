@@ -127,6 +127,12 @@ int64_t Scheduler::PrevBatchOf(uint32_t worker, uint64_t batch_id) const {
 
 bool Scheduler::Idle(uint32_t worker) const {
   if (worker >= opts_.num_workers || outstanding_[worker] != 0) return false;
+  if (scheduled()) {  // batches not dispatched yet that the schedule gives it (a resumed run's saved segments)
+    for (size_t i = 0; i < schedule_.size(); ++i) {
+      const bool ahead = i + 1 == schedule_.size() || schedule_[i + 1].first > send_idx_;
+      if (ahead && worker < schedule_[i].workers) return false;
+    }
+  }
   for (const Retry& r : retry_)
     if (r.worker == static_cast<int>(worker) || (r.worker < 0 && scheduled() && WorkerOf(r.batch_id) == worker))
       return false;

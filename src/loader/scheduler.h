@@ -144,8 +144,9 @@ class Scheduler {
   // and the last batch before `batch_id` that `worker` loads (-1: none).
   uint32_t WorkerOf(uint64_t batch_id) const;
   int64_t PrevBatchOf(uint32_t worker, uint64_t batch_id) const;
-  // True when `worker` holds no task of this epoch (dispatched, or waiting
-  // to be sent again to it): a worker above the active count may go.
+  // True when `worker` holds no task of this epoch (dispatched, waiting to
+  // be sent again to it, or not dispatched yet in a segment of the schedule
+  // that has it): a worker above the active count may go.
   bool Idle(uint32_t worker) const;
   // Retires an idle worker: its process is no longer watched, its task ring
   // is closed (it leaves as at a shutdown: a clean exit).  Once its process

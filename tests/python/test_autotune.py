@@ -2,11 +2,13 @@
 autotuner adds workers while the loop waits on them, takes them away when it
 no longer does, holds max_memory while it adds them (PSS sampled at 20 Hz),
 and a resume across its change of worker count is exact."""
+import gc
 import json
 import mmap
 import os
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ import stoker
 from stoker import _native as N
 from stoker._procfs import tree_pids
 from stoker.io import RawDataset
+from nginx import Nginx
 
 
 class Sleepy(torch.utils.data.Dataset):
@@ -66,6 +69,25 @@ def test_it_adds_workers_while_the_loop_waits_and_says_why():
     first = added[0]
     assert (first["old"], first["new"]) == (1, 2) and first["kept"] and first["gain"] > 1.3
     assert "waited" in first["reason"]
+
+
+def test_a_new_epoch_starts_where_the_last_left_and_iterators_are_freed_at_once():
+    gc.disable()
+    try:
+        loader = stoker.DataLoader(Sleepy(1200, cost=0.004), batch_size=8, num_workers="auto")
+        for _ in loader:
+            pass
+        n, total = loader.stats(False)["autotune"]["num_workers"], loader.stats(False)["autotune"]["decisions_total"]
+        assert n >= 2
+        it = iter(loader)  # (no persistent workers: an iterator per epoch)
+        ref = weakref.ref(it)
+        assert it._tuner.n == n and sum(w is not None for w in it._workers) == n
+        next(it)
+        del it
+        assert ref() is None  # its tuner holds no cycle: freed (workers, arena) without the cyclic GC
+        assert loader.stats(False)["autotune"]["decisions_total"] >= total  # one log for the loader
+    finally:
+        gc.enable()
 
 
 def test_workers_it_no_longer_needs_leave_cleanly():
@@ -130,6 +152,35 @@ def test_a_resume_across_a_change_of_worker_count_is_exact():
                               generator=torch.Generator().manual_seed(5))
     fixed.load_state_dict(state)
     assert all(torch.equal(a, b) for a, b in zip(list(fixed), got[at:]))
+
+
+class WhoLoads(torch.utils.data.Dataset):
+    def __len__(self):
+        return 300
+
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        return np.array([i, torch.utils.data.get_worker_info().id])
+
+
+def test_a_resumed_run_follows_the_saved_schedule_then_tunes_on():
+    """The saved segments decide which worker loads each batch they hold,
+    workers above the last count included (not retired before their
+    batches); then the tuner goes on."""
+    first = stoker.DataLoader(WhoLoads(), batch_size=2, num_workers="auto")
+    it = iter(first)
+    for _ in range(10):
+        next(it)
+    state = first.state_dict()
+    del it
+    assert state["delivered"] == 10 and state["schedule"] == [[0, 1]] or state["schedule"][-1][0] <= 10
+    state["schedule"] = [[8, 3], [16, 1]]  # batches 10-15 on 3 workers, (k - 8) mod 3; one from 16 on
+    again = stoker.DataLoader(WhoLoads(), batch_size=2, num_workers="auto")
+    again.load_state_dict(state)
+    rows = [b.numpy() for b in again]
+    assert np.concatenate([r[:, 0] for r in rows]).tolist() == list(range(20, 300))
+    for k, r in enumerate(rows[:6], start=10):
+        assert (r[:, 1] == (k - 8) % 3).all(), (k, r)
 
 
 def test_the_budget_holds_while_it_adds_workers():
@@ -197,3 +248,29 @@ def test_its_decisions_are_in_the_trace(tmp_path):
     marks = [e for e in events if e.get("ph") == "i" and e["name"] == "autotune"]
     assert marks and marks[0]["args"]["knob"] == "num_workers" and marks[0]["args"]["new"] == 2
     assert len(marks) == loader.stats(False)["autotune"]["decisions_total"]
+
+
+def test_a_streaming_datasets_fetchers_are_in_the_same_log(tmp_path):
+    """Read by C++ threads, a StreamingDataset scales its own fetchers: the
+    autotuner's log has their changes beside its own decisions."""
+    from stoker.cache import StreamingDataset, write_index
+    from stoker.io import write_tfrecord
+    www = tmp_path / "www"
+    www.mkdir()
+    for s in range(90):
+        write_tfrecord(str(www / f"shard-{s:03d}.tfrecord"), [{"y": np.int64(s * 4 + i)} for i in range(4)])
+    write_index(str(www))
+    server = Nginx(tmp_path / "nginx", str(www)).start()
+    try:
+        ds = StreamingDataset(server.url + "/paced", str(tmp_path / "cache"), max_bytes=0, mode="full",
+                              features={"y": ("int64", ())}, prefetch=1)
+        loader = stoker.DataLoader(ds, batch_size=4, num_workers="auto", prefetch_factor="auto")
+        got = sorted(int(y) for b in loader for y in b["y"])
+        assert got == list(range(360))
+        log = loader.stats(False)["autotune"]["decisions"]
+        assert [d["knob"] for d in log][0] == "num_workers" and "C++ reader threads" in log[0]["reason"]
+        fetchers = [d for d in log if d["knob"] == "fetchers"]
+        assert fetchers and fetchers[0]["new"] == fetchers[0]["old"] + 1, log
+        assert "fetcher scaling" in fetchers[0]["reason"]
+    finally:
+        server.stop()

@@ -151,6 +151,8 @@ TEST(Scheduler, ActiveWorkersFollowTheScheduleAndRetireCleanly) {
   s.Reset(&src2, false);
   s.SetSchedule({{40, 3}, {60, 1}});
   EXPECT_EQ(s.active_workers(), 1u);
+  EXPECT_FALSE(s.Idle(2));  // batches 40-59 of the saved segment are its too: it may not go yet
+  EXPECT_FALSE(s.RetireWorker(2).ok());
   ASSERT_TRUE(s.SetActiveWorkers(2).ok());
   EXPECT_EQ(s.schedule(), (std::vector<WorkerSegment>{{40, 3}, {60, 2}}));
   s.Clear();
