@@ -1,12 +1,12 @@
 """The autotuner (num_workers="auto", prefetch_factor="auto") against the
 best hand-picked setting of a grid, on 2 cores, in the same run.
 
-    python bench/autotune.py [--workloads gil,jpeg,remote,big,shift] [--grid quick|full]
+    python bench/autotune.py [--workloads gil,jpeg,remote,big,shift,a,b,c] [--grid quick|full]
                              [--seconds 2.5] [--rounds 2] [--peers]
 
 Workloads (bench/autotune_workloads.py): a GIL-bound Python transform
-(batch 32), the native JPEG pipeline (stoker.vision, train transforms, 500
-images of 500x375, batch 32), a slow remote store (an HTTP GET per sample,
+(batch 32), the native JPEG pipeline (stoker.vision, train transforms, 2,000
+images of 500x375, batch 32, persistent workers), a slow remote store (an HTTP GET per sample,
 20 ms each, batch 8), 8 MiB samples under max_memory=256 MiB (batch 4).
 
 1. The grid: stoker.DataLoader with num_workers x prefetch_factor (quick:
@@ -145,7 +145,7 @@ def workload(name: str, port: int | None, root: str | None):
         return W.Big(), {"max_memory": BIG_BUDGET}, False
     if name == "jpeg":
         from stoker.bench.images import make_images, vision_folder
-        return vision_folder(make_images(root, 500), train=True), {"shuffle": True}, True
+        return vision_folder(make_images(root, 2000), train=True), {"shuffle": True, "persistent_workers": True}, True
     raise ValueError(name)
 
 
@@ -314,7 +314,7 @@ class _Iterable:
 def main():
     warnings.filterwarnings("ignore", category=UserWarning)
     ap = argparse.ArgumentParser()
-    ap.add_argument("--workloads", default="gil,jpeg,remote,big,shift")
+    ap.add_argument("--workloads", default="gil,jpeg,remote,big,shift,a,b,c")
     ap.add_argument("--grid", choices=("quick", "full"), default="quick")
     ap.add_argument("--seconds", type=float, default=2.5)
     ap.add_argument("--rounds", type=int, default=2)

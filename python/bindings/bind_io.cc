@@ -170,10 +170,22 @@ void BindIo(py::module_& m) {
              return ReadSample(d, i, [&](uint8_t* const* dst) { return d.Read(i, dst); }); });
 
   py::class_<NativeWorkers>(m, "NativeWorkers")
-      .def(py::init([](std::shared_ptr<Engine> e, std::shared_ptr<NativeDataset> d, const std::string& priority) {
-             return new NativeWorkers(std::move(e), std::move(d), Check(ParseReaderPriority(priority))); }),
-           py::arg("engine"), py::arg("dataset"), py::arg("priority") = "normal")
-      .def("stop", &NativeWorkers::Stop, py::call_guard<py::gil_scoped_release>());
+      .def(py::init([](std::shared_ptr<Engine> e, std::shared_ptr<NativeDataset> d, const std::string& priority,
+                       uint32_t start) {
+             return new NativeWorkers(std::move(e), std::move(d), Check(ParseReaderPriority(priority)), start); }),
+           py::arg("engine"), py::arg("dataset"), py::arg("priority") = "normal", py::arg("start") = 0,
+           "Reader threads for the first `start` worker ids (0: all of the engine's).")
+      .def("stop", &NativeWorkers::Stop, py::call_guard<py::gil_scoped_release>())
+      .def("start", [](NativeWorkers& w, uint32_t id) {
+             Status st;
+             {
+               py::gil_scoped_release unlocked;  // (it waits for the thread to run)
+               st = w.Start(id);
+             }
+             Check(st); }, "Starts reader `id`'s thread (nothing if it runs).")
+      .def("join", &NativeWorkers::Join, py::call_guard<py::gil_scoped_release>(),
+           "Joins reader `id`'s thread once the scheduler retired it.")
+      .def("running", &NativeWorkers::running);
 
   // core/atomic_file.h: a file that appears whole or not at all.
   py::class_<AtomicFile>(m, "AtomicFile")

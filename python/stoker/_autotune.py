@@ -16,25 +16,30 @@ batches, or MAX_WINDOW_S) is what the loader already counts:
 
 What it does, one change at a time:
 
+- memory first: (prefetch * workers + HELD) batches and the workers'
+  private memory (USS) stay within max_memory; when they no longer fit,
+  prefetch comes down, then workers;
+- once the batch size is known, small batches start as deep as an eighth
+  of max_memory holds per worker (stoker's own rule for prefetch);
 - the loop waits (stall > STALL) and the workers are busy: one more worker
   (twice as many while each addition has paid nearly in proportion), if
-  their threads keep `runnable` within cores + 2 and their memory fits; workers not busy: deeper prefetch (twice the batches in
-  flight per worker) if they fit;
-- the loop does not wait (stall < IDLE) and one worker fewer would carry the
-  work: one worker fewer;
+  their threads keep `runnable` within cores + 2 and their memory fits,
+  at a lower prefetch if that is what fits; workers not busy: twice the
+  prefetch per worker, if it fits;
+- the loop does not wait (stall < IDLE) and one worker fewer would carry
+  the work: one worker fewer;
 - after a change, SETTLE_S and the batches that were in flight are left
-  out (a worker starting, batches made the old way), and the window after
-  them is compared with the window before the change: an addition that does not gain GAIN
-  is undone and not tried again, a removal that loses more than that is
-  undone; until the workload changes (cost by CHANGE): then every knob is
-  open again;
-- memory, always first: (prefetch * workers + HELD) batches and the workers'
-  private memory (USS) stay within max_memory; when they no longer fit,
-  prefetch comes down, then workers.
+  out (a worker starting, batches made the old way); the window after them
+  is compared with the window before the change: an addition that does not
+  gain GAIN (GAIN_WORKER for workers: a process costs memory and a share of
+  the cores) is undone and not tried again, a removal that loses more than
+  GAIN is undone; until the workload changes (worker seconds per batch by
+  CHANGE either way): then every knob is open again.
 
-Worker processes start when the count rises (a worker that ran before goes
-on with its random streams from the board: _rng_state.py) and leave when it
-falls, once they hold no task (Pump.retire: a clean exit, not a crash).
+Worker processes (or a native dataset's C++ reader threads) start when the
+count rises (a worker that ran before goes on with its random streams from
+the board: _rng_state.py) and leave when it falls, once they hold no task
+(Pump.retire: a clean exit, not a crash).
 Which worker loads batch k is the scheduler's schedule of worker counts
 (loader/scheduler.h), saved with a resume.
 """
@@ -58,8 +63,10 @@ MIN_BATCHES = 4
 STALL = 0.10
 IDLE = 0.03
 GAIN = 1.05
+GAIN_WORKER = 1.10
 CHANGE = 1.6
 HELD = 2
+USS_EVERY_S = 2.0
 MAX_DEPTH = 32
 RETIRE_GRACE_S = 5.0
 
@@ -157,6 +164,7 @@ class Tuner:
         self.retiring = {}  # worker id -> (process, when asked to leave)
         self.linear = False  # the last worker trial paid in proportion
         self._settle_at = 0  # the window after a change starts once the loop has this many batches
+        self._uss = {}  # worker pid -> (when read, USS bytes)
         self.t0 = time.monotonic()
         # A StreamingDataset read by C++ threads here scales its fetchers
         # itself (streaming/fetcher_scaling.h); its changes are logged with
@@ -171,15 +179,15 @@ class Tuner:
     @staticmethod
     def make(it, loader, auto: tuple, n: int, depth: int) -> Optional["Tuner"]:
         """The tuner of iterator `it` for the knobs in `auto` (None: none,
-        or no workers).  Where the worker count cannot change mid-epoch (C++
-        reader threads, an IterableDataset's split) it is one per core (at
-        most max_workers()), said as a decision."""
+        or no workers).  Where the worker count cannot change mid-epoch (an
+        IterableDataset's split) it is one per core (at most max_workers()),
+        said as a decision."""
         if not auto or not it._num_workers:
             return None
         tuner = Tuner(it, loader, it._tune_workers, "prefetch_factor" in auto, n, depth)
         if "num_workers" in auto and not it._tune_workers:
-            why = "C++ reader threads" if it._native_ds is not None else "an IterableDataset's workers split its stream"
-            tuner._note("fixed", {}, f"{why}: a count fixed for the iterator, one per core", it._num_workers)
+            tuner._note("fixed", {}, "an IterableDataset's workers split its stream: a count fixed for the iterator, "
+                                     "one per core", it._num_workers)
         return tuner
 
     def resume(self, schedule: list):
@@ -192,7 +200,7 @@ class Tuner:
 
     # ---- what it sees ----------------------------------------------------
 
-    def _pids(self):
+    def _pids(self):  # (C++ reader threads are this process's)
         return [os.getpid()] + [w.pid for w in self._it._workers if w is not None and w.pid]
 
     def _read(self) -> _Reading:
@@ -234,10 +242,27 @@ class Tuner:
         batches in flight and held, and each worker's private memory."""
         it = self._it
         batch = it._engine.expected_batch_bytes
-        uss = [N.lib.process_memory(w.pid)["uss"] for w in it._workers[:self.n] if w is not None and w.pid] \
-            if self.workers else []
-        per_worker = max(uss) if uss else 0
+        per_worker = self._worker_uss() if self.workers else 0
         return (depth * n + HELD) * batch + n * per_worker, it._max_memory
+
+    def _worker_uss(self) -> int:
+        """The largest USS of the active workers, each read again at most
+        every USS_EVERY_S, one read per call (a worker forked from a process
+        that maps much memory takes milliseconds to read: the loop's thread
+        pays for it)."""
+        live = {w.pid for w in self._it._workers[:self.n] if w is not None and w.pid}
+        for pid in list(self._uss):
+            if pid not in live:
+                del self._uss[pid]
+        now = time.monotonic()
+        stale = [p for p in live if now - self._uss.get(p, (-1e9, 0))[0] >= USS_EVERY_S]
+        if stale:
+            pid = min(stale, key=lambda p: self._uss.get(p, (-1e9, 0))[0])
+            try:
+                self._uss[pid] = (now, N.lib.process_memory(pid)["uss"])
+            except Exception:  # noqa: BLE001 - a worker that just left
+                pass
+        return max((u for _t, u in self._uss.values()), default=0)
 
     def _fits(self, n: int, depth: int) -> bool:
         need, budget = self._memory(n, depth)
@@ -277,19 +302,20 @@ class Tuner:
             self._record("workload", round(self.closed_cost, 6), round(cost, 6), m,
                          f"worker seconds per batch changed {cost / self.closed_cost:.2f}x: every knob open again")
             self.top_n, self.top_depth, self.bottom_n, self.closed_cost = self.cap, MAX_DEPTH, 1, None
-        if self._shed(m):
+            self.noted -= {"held", "memory"}  # (said again if they hold again)
+        if self._shed(m) or self._seed_depth(m):
             return
         if m["stall"] > STALL:
             if m["memory_wait"] > m["stall"] / 2:
                 self._note("memory", m, "the loop waits for room in max_memory: more workers or prefetch "
                                         "cannot help (raise max_memory, or make batches smaller)")
                 return
-            target = self._more_workers(m)
+            target, depth = self._more_workers(m)
             deeper = self.prefetch and self.depth < self.top_depth and self._fits(self.n, min(self.top_depth,
                                                                                               2 * self.depth))
             why = f"the loop waited {m['stall']:.0%} of the time, workers busy {m['busy']:.0%}"
             if target and (m["busy"] >= 0.75 or not deeper):
-                self._try("num_workers", target, m, why)
+                self._try("num_workers", target, m, why, depth)
             elif deeper:
                 self._try("prefetch_factor", min(self.top_depth, 2 * self.depth), m, why)
             else:
@@ -299,10 +325,27 @@ class Tuner:
                       f"the loop waited {m['stall']:.0%} of the time, {self.n} workers busy {m['busy']:.0%}: "
                       f"{self.n - 1} may carry the work")
 
+    def _seed_depth(self, m: dict) -> bool:
+        """Once the batch size is known: small batches start as deep as an
+        eighth of max_memory holds per worker, between torch's 2 and
+        MAX_DEPTH (the rule stoker's own prefetch follows: _loader_iter's
+        _deepen_for), not from 2 a doubling at a time."""
+        batch = self._it._engine.expected_batch_bytes
+        if not self.prefetch or "seeded" in self.noted or batch <= 0:
+            return False
+        self.noted.add("seeded")
+        depth = max(2, min(self.top_depth, self._it._max_memory // (8 * max(1, self.n) * batch)))
+        if depth <= self.depth:
+            return False
+        self._set("prefetch_factor", depth, m, f"batches of {batch} bytes: as many in flight per worker as an eighth "
+                                               "of max_memory holds")
+        self.skip = True
+        return True
+
     def _held(self, m: dict, why: str):
         """The loop waits and no knob may move: says why, once per cause."""
         if self.workers and self.n < self.top_n:
-            need, budget = self._memory(self.n + 1, self.depth)
+            need, budget = self._memory(self.n + 1, 1 if self.prefetch else self.depth)
             if need > budget:
                 self._note("held", m, f"{why}; one more worker would need {need} bytes of max_memory={budget}")
             elif not self._room_for(m, 1):
@@ -317,16 +360,23 @@ class Tuner:
         per_worker = min(1.0, m["runnable"] / (self.n + 1))
         return m["runnable"] + more * per_worker <= cores() + 2
 
-    def _more_workers(self, m: dict) -> int:
-        """The worker count to try next (0: none): one more, or twice as many
-        while each addition has paid nearly in proportion (a store's
-        latency, a sleep), as many as fit max_memory and the cores."""
+    def _more_workers(self, m: dict) -> tuple:
+        """The worker count to try next and its prefetch depth ((0, _):
+        none): one more, or twice as many while each addition has paid
+        nearly in proportion (a store's latency, a sleep), as many as fit the
+        cores and max_memory, at a lower depth if that is what fits (when
+        prefetch is tuned too)."""
         if not self.workers or self.n >= self.top_n:
-            return 0
+            return 0, self.depth
         target = min(self.top_n, 2 * self.n) if self.linear else self.n + 1
-        while target > self.n and not (self._room_for(m, target - self.n) and self._fits(target, self.depth)):
-            target -= 1
-        return target if target > self.n else 0
+        lowest = 1 if self.prefetch else self.depth
+        for n in range(target, self.n, -1):
+            if not self._room_for(m, n - self.n):
+                continue
+            for depth in range(self.depth, lowest - 1, -1):
+                if self._fits(n, depth):
+                    return n, depth
+        return 0, self.depth
 
     def _shed(self, m: dict) -> bool:
         """max_memory first: lowers prefetch, then workers, while what they
@@ -347,19 +397,21 @@ class Tuner:
         self.skip = True
         return True
 
-    def _try(self, knob: str, new: int, m: dict, why: str):
-        old = self.n if knob == "num_workers" else self.depth
-        self._set(knob, new, m, why + f": trying {new}")
-        self.trial = (knob, old, new, m["batches_per_s"], m["cost_s"])
+    def _try(self, knob: str, new: int, m: dict, why: str, depth: Optional[int] = None):
+        old, old_depth = (self.n if knob == "num_workers" else self.depth), self.depth
+        lower = f" with prefetch_factor {depth} (for max_memory)" if depth is not None and depth != old_depth else ""
+        self._set(knob, new, m, why + f": trying {new}{lower}", depth)
+        self.trial = (knob, old, new, m["batches_per_s"], m["cost_s"], old_depth)
         self.skip = True
 
     def _judge(self, m: dict) -> bool:
         """Keeps or undoes the change on trial (True: kept)."""
-        knob, old, new, before, cost = self.trial
+        knob, old, new, before, cost, old_depth = self.trial
         self.trial = None
         gain = m["batches_per_s"] / before if before > 0 else float("inf")
         last = self.decisions[-1] if self.decisions else {}
-        keep = gain >= GAIN if new > old else gain >= 1 / GAIN
+        need = GAIN_WORKER if knob == "num_workers" else GAIN  # (a process more costs memory and a core's share)
+        keep = gain >= need if new > old else gain >= 1 / GAIN
         # (workers that paid nearly in proportion: the next step doubles them)
         self.linear = knob == "num_workers" and keep and new > old and gain >= 0.9 * new / old
         if last.get("knob") == knob and last.get("new") == new:
@@ -376,14 +428,17 @@ class Tuner:
         self.closed_cost = cost or self.closed_cost  # (the workload as it was with `old`)
         why = f"the loop no longer waits ({m['stall']:.0%})" if new > old and m["stall"] < IDLE else \
             f"{new} gave {gain:.2f}x the rate with {old}"
-        self._set(knob, old, m, f"{why}: back to {old}")
+        self._set(knob, old, m, f"{why}: back to {old}", old_depth if knob == "num_workers" else None)
         self.skip = True
         return False
 
-    def _set(self, knob: str, value: int, m: dict, why: str):
+    def _set(self, knob: str, value: int, m: dict, why: str, depth: Optional[int] = None):
+        """Sets `knob` to `value` (a worker count may come with a prefetch
+        depth: `depth`) and records the decision."""
         old = self.n if knob == "num_workers" else self.depth
         self._settle_at = self._it._stats.batches + self._it._pump.prefetch  # (what is in flight now)
         if knob == "num_workers":
+            self.depth = depth or self.depth
             self._it._set_active_workers(value)
             self.n = value
         else:
@@ -417,11 +472,17 @@ class Tuner:
             self.finish_retiring(w)
         if not self.workers:
             return
+        native = it._native_ds is not None
         for w in range(self.n, self.cap):
-            proc = it._workers[w]
-            if proc is not None and w not in self.retiring and it._pump.idle(w):
-                it._pump.retire(w)
-                self.retiring[w] = (proc, time.monotonic())
+            running = it._native_workers.running(w) if native else it._workers[w] is not None
+            if not running or w in self.retiring or not it._pump.idle(w):
+                continue
+            it._pump.retire(w)
+            if native:  # a reader thread: idle, its ring closed, it leaves at once
+                it._native_workers.join(w)
+                it._pump.reclaim(w)
+            else:
+                self.retiring[w] = (it._workers[w], time.monotonic())
 
     def finish_retiring(self, w: int, wait_s: float = 0.0):
         """Worker w asked to leave: once gone (waiting up to wait_s, then

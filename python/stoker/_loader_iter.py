@@ -95,8 +95,7 @@ class _StokerIter(_BaseDataLoaderIter):
         # (num_workers of them, at least one) instead of worker processes.
         self._native_ds = native_source(loader, self._is_iterable)
         auto = getattr(loader, "_stoker_auto", ())
-        if "num_workers" in auto and (self._native_ds is not None or self._is_iterable):
-            # C++ reader threads, or an IterableDataset's split of its stream: a count fixed for the iterator
+        if "num_workers" in auto and self._is_iterable:  # (its workers split its stream: a count fixed for the iterator)
             self._num_workers = min(self._num_workers, _autotune.cores())
         if self._native_ds is not None:
             self._num_workers = max(1, self._num_workers)
@@ -109,7 +108,7 @@ class _StokerIter(_BaseDataLoaderIter):
         # them as it raises their count, up to nw (_autotune.py); a resumed
         # run starts where the saved one was.
         resume = getattr(loader, "_resume", None)
-        self._tune_workers = "num_workers" in auto and nw > 0 and self._native_ds is None and not self._is_iterable
+        self._tune_workers = "num_workers" in auto and nw > 0 and not self._is_iterable
         active, depth = _autotune.starting_point(self, loader, resume, auto)
         self._prefetch = depth * max(active, 1)
         # torch's assignment (in order, batch k on worker k mod n): a worker the
@@ -187,7 +186,8 @@ class _StokerIter(_BaseDataLoaderIter):
                         "uninterrupted run's on this rank. Save each rank's loader.state_dict() to resume them "
                         "exactly.", UserWarning, stacklevel=4)
         if self._native_ds is not None:
-            self._native_workers = N.lib.NativeWorkers(self._engine, self._native_ds, loader.reader_priority)
+            self._native_workers = N.lib.NativeWorkers(self._engine, self._native_ds, loader.reader_priority,
+                                                       start=active if self._tune_workers else 0)
         elif nw > 0:
             self._start_workers(loader, active)  # (a resumed schedule's others: _reset_locked)
         self._tuner = _autotune.Tuner.make(self, loader, auto, active, depth)
@@ -211,7 +211,9 @@ class _StokerIter(_BaseDataLoaderIter):
         for wid in range(n):
             if wid in self._tuner.retiring:
                 self._tuner.finish_retiring(wid, wait_s=2.0)
-            if self._workers[wid] is None:
+            if self._native_ds is not None:
+                self._native_workers.start(wid)  # (C++ reader threads)
+            elif self._workers[wid] is None:
                 rng = self._rng_board.newest(wid) if self._rng_board is not None else None
                 self._start_worker(wid, rng, replacement=rng is not None)
         self._pump.set_active_workers(n)
@@ -583,7 +585,7 @@ class _StokerIter(_BaseDataLoaderIter):
             st["epoch_order"] = dict(counts)
         if self._native_ds is not None:
             # Native reader threads: bad records skipped (on_error="skip").
-            st["native"] = {"threads": self._num_workers, "skipped": self._native_ds.skipped,
+            st["native"] = {"threads": self._pump.active_workers, "skipped": self._native_ds.skipped,
                             "last_skipped": self._native_ds.last_skipped}
         return st
 

@@ -445,8 +445,20 @@ class NativeDataset:
     def tar_fields(self) -> typing.Any:
         ...
 class NativeWorkers:
-    def __init__(self, engine: Engine, dataset: NativeDataset, priority: str = 'normal') -> None:
+    def __init__(self, engine: Engine, dataset: NativeDataset, priority: str = 'normal', start: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
+        """
+        Reader threads for the first `start` worker ids (0: all of the engine's).
+        """
+    def join(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        Joins reader `id`'s thread once the scheduler retired it.
+        """
+    def running(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> bool:
         ...
+    def start(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        Starts reader `id`'s thread (nothing if it runs).
+        """
     def stop(self) -> None:
         ...
 class AtomicFile:

@@ -39,24 +39,41 @@ Result<ReaderPriority> ParseReaderPriority(const std::string& name) {
 }
 
 NativeWorkers::NativeWorkers(std::shared_ptr<Engine> engine, std::shared_ptr<NativeDataset> dataset,
-                             ReaderPriority priority)
+                             ReaderPriority priority, uint32_t start)
     : engine_(std::move(engine)), dataset_(std::move(dataset)), priority_(priority) {
+  const uint32_t most = engine_->options().num_workers;
+  threads_.resize(most);
   // Wait until every thread runs (its priority set): a loader is fully up
   // when the constructor returns.
-  const uint32_t n = engine_->options().num_workers;
+  const uint32_t n = start == 0 ? most : std::min(start, most);
   std::latch started(n);
-  for (uint32_t i = 0; i < n; ++i) threads_.emplace_back([this, i, &started] { Run(i, &started); });
+  for (uint32_t i = 0; i < n; ++i) threads_[i] = std::thread([this, i, &started] { Run(i, &started); });
   started.wait();
 }
 
 NativeWorkers::~NativeWorkers() { Stop(); }
 
+Status NativeWorkers::Start(uint32_t id) {
+  if (stopped_) return Status::Closed("the reader threads are stopped");
+  if (id >= threads_.size()) return Status::InvalidArgument("no reader " + std::to_string(id));
+  if (threads_[id].joinable()) return Status::OK();
+  std::latch started(1);
+  threads_[id] = std::thread([this, id, &started] { Run(id, &started); });
+  started.wait();
+  return Status::OK();
+}
+
+void NativeWorkers::Join(uint32_t id) {
+  if (id < threads_.size() && threads_[id].joinable()) threads_[id].join();
+}
+
 void NativeWorkers::Stop() {
-  if (threads_.empty()) return;
+  if (stopped_) return;
+  stopped_ = true;
   engine_->Shutdown();
   dataset_->Interrupt();  // a reader waiting for data (a shard downloading) gives up
-  for (std::thread& t : threads_) t.join();
-  threads_.clear();
+  for (std::thread& t : threads_)
+    if (t.joinable()) t.join();
 }
 
 void NativeWorkers::Run(uint32_t id, std::latch* started) {

@@ -4,6 +4,11 @@
 // slot and publishes it; no Python, no GIL.  The Scheduler cannot tell them
 // from processes.
 //
+// The threads that run may change (the autotuner): Start(id) adds worker
+// id's thread, and once the scheduler has retired it (its ring closed: the
+// thread leaves as at a shutdown) Join(id) joins it, so that Start(id) may
+// run it again after Scheduler::Reclaim.  One thread calls these.
+//
 // Lifetime: Stop() (or the destructor) shuts the engine down and joins.
 #ifndef STOKER_LOADER_NATIVE_WORKERS_H_
 #define STOKER_LOADER_NATIVE_WORKERS_H_
@@ -33,18 +38,25 @@ void RunNativeWorker(std::shared_ptr<Arena> arena, NativeDataset& dataset, uint3
 
 class NativeWorkers {
  public:
-  // One thread per worker id of `engine` (its num_workers).
+  // A thread for each of the first `start` worker ids of `engine` (0: for
+  // every id, its num_workers), running when the constructor returns.
   NativeWorkers(std::shared_ptr<Engine> engine, std::shared_ptr<NativeDataset> dataset,
-                ReaderPriority priority = ReaderPriority::kNormal);
+                ReaderPriority priority = ReaderPriority::kNormal, uint32_t start = 0);
   ~NativeWorkers();
   void Stop();
+  // Starts worker `id`'s thread (nothing if it runs).
+  Status Start(uint32_t id);
+  // Joins worker `id`'s thread, which leaves once its ring is closed.
+  void Join(uint32_t id);
+  bool running(uint32_t id) const { return id < threads_.size() && threads_[id].joinable(); }
 
  private:
   void Run(uint32_t id, std::latch* started);
   std::shared_ptr<Engine> engine_;
   std::shared_ptr<NativeDataset> dataset_;
   ReaderPriority priority_;
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> threads_;  // by worker id (not joinable: not running)
+  bool stopped_ = false;
 };
 
 }  // namespace stoker
