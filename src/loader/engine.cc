@@ -50,6 +50,7 @@ Engine::Engine(const EngineOptions& o, std::shared_ptr<Arena> a)
     : opts_(o),
       arena_(std::move(a)),
       pool_(arena_.get(), o.max_slots, o.max_memory),
+      active_workers_(o.num_workers),
       owner_(getpid()) {
   watch_ns_.assign(o.num_workers, 0);
   busy_base_ns_.assign(o.num_workers, 0);
@@ -272,7 +273,7 @@ bool Engine::DrainFences() {
 bool Engine::ShouldCopyOut(uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
   pool_.FreeCompletedFences();
-  const bool out = pool_.Crowded(slot, opts_.num_workers);
+  const bool out = pool_.Crowded(slot, active_workers_.load(std::memory_order_relaxed));
   if (out) ++copy_outs_;
   return out;
 }

@@ -167,6 +167,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // True when handing this slot to the training loop would leave workers too
   // little of the budget: the caller should copy the batch out and Release.
   bool ShouldCopyOut(uint32_t slot);
+  // The workers that take batches now (the scheduler's active count, at most
+  // num_workers): ShouldCopyOut leaves room for a batch of each.
+  void SetActiveWorkers(uint32_t n) { active_workers_.store(n, std::memory_order_relaxed); }
 
   // In-process loading (num_workers == 0): takes a free slot with a region
   // of at least `bytes` for the caller to fill (then CompleteLocal makes it
@@ -231,6 +234,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::vector<Completion> exits_;  // worker exits not yet reported
   std::atomic<bool> exits_pending_{false};
   bool shutdown_ = false;
+  std::atomic<uint32_t> active_workers_;  // SetActiveWorkers (num_workers until told)
   pid_t owner_;
   std::unique_ptr<Supervisor> supervisor_;
   int trace_source_ = 0;  // the trace's counters (SampleTraceCounters)

@@ -78,6 +78,7 @@ Status Scheduler::SetActiveWorkers(uint32_t n) {
   if (opts_.iterable && n != opts_.num_workers)
     return Status::InvalidArgument("an iterable dataset's workers split its stream: their number is fixed");
   active_workers_ = n;
+  engine_->SetActiveWorkers(n);  // (room left for the batches of those workers: Engine::ShouldCopyOut)
   if (!scheduled()) {
     schedule_.assign(1, WorkerSegment{0, n});
     return Status::OK();
@@ -99,6 +100,7 @@ void Scheduler::SetSchedule(std::vector<WorkerSegment> segments) {
   for (WorkerSegment& s : segments) s.workers = std::clamp(s.workers, 1u, opts_.num_workers);
   schedule_ = std::move(segments);
   active_workers_ = schedule_.back().workers;
+  engine_->SetActiveWorkers(active_workers_);
 }
 
 uint32_t Scheduler::WorkerOf(uint64_t batch_id) const {

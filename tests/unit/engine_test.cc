@@ -106,6 +106,22 @@ TEST(Engine, BudgetIsAHardBound) { ExpectBudgetIsAHardBound(true); }
 
 TEST(Engine, BudgetIsAHardBoundForAPrivateArenaToo) { ExpectBudgetIsAHardBound(false); }
 
+// A batch is copied out of the pool when handing it over would leave too
+// little room for a batch per worker: per worker taking batches now (the
+// autotuner's active count), not per worker the arena could hold.
+TEST(Engine, CopyOutLeavesRoomForTheActiveWorkersOnly) {
+  auto e = Engine::Create(EngineOptions{8, 64 << 20, 64}).value();
+  uint32_t slot = 0;
+  ASSERT_TRUE(e->AcquireLocal(10 << 20, &slot).value());
+  e->CompleteLocal(slot, 10 << 20);  // (the pool learns 10 MiB batches)
+  EXPECT_TRUE(e->ShouldCopyOut(slot));  // 8 workers' batches would not fit beside it
+  uint32_t again = 0;
+  ASSERT_TRUE(e->AcquireLocal(10 << 20, &again).value());
+  e->CompleteLocal(again, 10 << 20);
+  e->SetActiveWorkers(2);
+  EXPECT_FALSE(e->ShouldCopyOut(again));  // 2 workers' do
+}
+
 TEST(Engine, TooSmallMaxMemoryIsAClearError) {
   auto e = Engine::Create(EngineOptions{4, 64 * 1024, 1024});
   ASSERT_FALSE(e.ok());
