@@ -54,7 +54,7 @@ import autotune_workloads as W  # noqa: E402
 
 import stoker  # noqa: E402
 from stoker import _autotune  # noqa: E402
-from stoker._procfs import pss_bytes, tree_pids  # noqa: E402
+from stoker._procfs import children, pss_bytes, tree_pids  # noqa: E402
 
 BATCH = {"gil": 32, "jpeg": 32, "remote": 8, "big": 4, "shift": 16}
 BIG_BUDGET = 256 << 20
@@ -87,6 +87,9 @@ class Watch:
 
     def __init__(self, skip=()):
         self.skip, self.peak, self._stop = set(skip), 0, threading.Event()
+        deadline = time.monotonic() + 10  # (an earlier loader's workers, leaving: they share this one's pages)
+        while any(p not in self.skip for p in children()) and time.monotonic() < deadline:
+            time.sleep(0.02)
         self.base = pss_bytes(os.getpid())
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()

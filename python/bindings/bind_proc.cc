@@ -18,6 +18,11 @@ void BindProc(py::module_& m) {
     d["pss_shmem"] = pm.pss_shmem;
     return d;
   }, "RSS, PSS and USS (bytes) of process `pid`, from /proc/<pid>/smaps_rollup.");
+  m.def("private_bytes_outside", [](int pid, const std::string& exclude) {
+    Result<uint64_t> r = [&] { py::gil_scoped_release unlocked; return ReadPrivateBytesOutside(pid, exclude); }();
+    return Check(std::move(r));
+  }, py::arg("pid"), py::arg("exclude"),
+        "Private bytes of process `pid` outside the mappings whose name holds `exclude`, from /proc/<pid>/smaps.");
   m.def("memory_limit", [] { return Check(MemoryLimitBytes()); },
         "The most memory this process may use: MemTotal or its cgroup's limit, whichever is smaller.");
   m.def("system_shmem", [] { return Check(SystemShmemBytes()); }, "The Shmem line of /proc/meminfo, in bytes.");

@@ -16,8 +16,9 @@ batches, or MAX_WINDOW_S) is what the loader already counts:
 
 What it does, one change at a time:
 
-- memory first: (prefetch * workers + HELD) batches and the workers'
-  private memory (USS) stay within max_memory; when they no longer fit,
+- memory first: (prefetch * workers + HELD) batches and the workers' own
+  memory (private pages outside the slot pool) stay within MEMORY_SHARE of
+  max_memory; when they no longer fit,
   prefetch comes down, then workers;
 - once the batch size is known, small batches start as deep as an eighth
   of max_memory holds per worker (stoker's own rule for prefetch);
@@ -66,7 +67,8 @@ GAIN = 1.05
 GAIN_WORKER = 1.10
 CHANGE = 1.6
 HELD = 2
-USS_EVERY_S = 2.0
+MEMORY_EVERY_S = 2.0
+MEMORY_SHARE = 0.9  # of max_memory the model may plan: the rest is for what it does not see
 MAX_DEPTH = 32
 RETIRE_GRACE_S = 5.0
 
@@ -164,7 +166,7 @@ class Tuner:
         self.retiring = {}  # worker id -> (process, when asked to leave)
         self.linear = False  # the last worker trial paid in proportion
         self._settle_at = 0  # the window after a change starts once the loop has this many batches
-        self._uss = {}  # worker pid -> (when read, USS bytes)
+        self._own = {}  # worker pid -> (when read, its own memory: _worker_memory)
         self.t0 = time.monotonic()
         # A StreamingDataset read by C++ threads here scales its fetchers
         # itself (streaming/fetcher_scaling.h); its changes are logged with
@@ -238,31 +240,39 @@ class Tuner:
                 "cost_s": sum(busy) / batches if batches else 0.0}
 
     def _memory(self, n: int, depth: int) -> tuple:
-        """(bytes needed with n workers at depth, max_memory): the pool's
-        batches in flight and held, and each worker's private memory."""
+        """(bytes needed with n workers at depth, the bytes they may take):
+        the pool's batches in flight and held, and each worker's own memory
+        and the samples of the batch it builds, within MEMORY_SHARE of max_memory (the rest for what the model does
+        not see: a worker's peak between two reads, the main process's
+        batch objects)."""
         it = self._it
         batch = it._engine.expected_batch_bytes
-        per_worker = self._worker_uss() if self.workers else 0
-        return (depth * n + HELD) * batch + n * per_worker, it._max_memory
+        # (a worker holds the samples of the batch it builds: about a batch's
+        # bytes, besides what it held when last read)
+        per_worker = self._worker_memory() + batch if self.workers and self._it._native_ds is None else 0
+        return (depth * n + HELD) * batch + n * per_worker, int(MEMORY_SHARE * it._max_memory)
 
-    def _worker_uss(self) -> int:
-        """The largest USS of the active workers, each read again at most
-        every USS_EVERY_S, one read per call (a worker forked from a process
+    def _worker_memory(self) -> int:
+        """The most memory an active worker holds of its own: its private
+        pages (not those it still shares with the process it was forked
+        from) outside the slot pool (the batches it writes there are the
+        pool's, counted once), each worker read again at most every
+        MEMORY_EVERY_S, one read per call (a worker forked from a process
         that maps much memory takes milliseconds to read: the loop's thread
         pays for it)."""
         live = {w.pid for w in self._it._workers[:self.n] if w is not None and w.pid}
-        for pid in list(self._uss):
+        for pid in list(self._own):
             if pid not in live:
-                del self._uss[pid]
+                del self._own[pid]
         now = time.monotonic()
-        stale = [p for p in live if now - self._uss.get(p, (-1e9, 0))[0] >= USS_EVERY_S]
+        stale = [p for p in live if now - self._own.get(p, (-1e9, 0))[0] >= MEMORY_EVERY_S]
         if stale:
-            pid = min(stale, key=lambda p: self._uss.get(p, (-1e9, 0))[0])
+            pid = min(stale, key=lambda p: self._own.get(p, (-1e9, 0))[0])
             try:
-                self._uss[pid] = (now, N.lib.process_memory(pid)["uss"])
+                self._own[pid] = (now, N.lib.private_bytes_outside(pid, "stoker-arena"))
             except Exception:  # noqa: BLE001 - a worker that just left
                 pass
-        return max((u for _t, u in self._uss.values()), default=0)
+        return max((u for _t, u in self._own.values()), default=0)
 
     def _fits(self, n: int, depth: int) -> bool:
         need, budget = self._memory(n, depth)
@@ -347,7 +357,8 @@ class Tuner:
         if self.workers and self.n < self.top_n:
             need, budget = self._memory(self.n + 1, 1 if self.prefetch else self.depth)
             if need > budget:
-                self._note("held", m, f"{why}; one more worker would need {need} bytes of max_memory={budget}")
+                self._note("held", m, f"{why}; one more worker would need {need} bytes, more than the {budget} "
+                                      f"of max_memory={self._it._max_memory} it may plan")
             elif not self._room_for(m, 1):
                 self._note("held", m, f"{why}; one more worker would make more than cores + 2 = {cores() + 2} "
                                       f"threads runnable ({m['runnable']:.1f} now)")
@@ -384,7 +395,8 @@ class Tuner:
         need, budget = self._memory(self.n, self.depth)
         if need <= budget:
             return False
-        why = f"{need} bytes (batches in flight and held, and the workers' private memory) > max_memory={budget}"
+        why = (f"{need} bytes (batches in flight and held, and the workers' own memory) > the {budget} of "
+               f"max_memory={self._it._max_memory} it may plan")
         if self.prefetch and self.depth > 1:
             self.top_depth = self.depth - 1
             self._set("prefetch_factor", self.depth - 1, m, why)

@@ -12,7 +12,7 @@ import numpy
 import numpy.typing
 import typing
 import typing_extensions
-__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DTYPE_NAMES', 'Engine', 'EpochOrder', 'HostBuffer', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'OnExhausted', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'consumed_places', 'contiguous_rank_order', 'describe_shard', 'feistel_order', 'format_shard_index', 'iota_order', 'memory_limit', 'mix_counters', 'mix_order', 'parse_shard_index', 'process_memory', 'register', 'remainder_order', 'sample_seed', 'samples_per_rank', 'shard_format_of', 'stage_runtime', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'trace_instant', 'trace_name_process', 'trace_name_thread', 'trace_recording', 'trace_start', 'trace_stop', 'write_file_atomically']
+__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DTYPE_NAMES', 'Engine', 'EpochOrder', 'HostBuffer', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'OnExhausted', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'consumed_places', 'contiguous_rank_order', 'describe_shard', 'feistel_order', 'format_shard_index', 'iota_order', 'memory_limit', 'mix_counters', 'mix_order', 'parse_shard_index', 'private_bytes_outside', 'process_memory', 'register', 'remainder_order', 'sample_seed', 'samples_per_rank', 'shard_format_of', 'stage_runtime', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'trace_instant', 'trace_name_process', 'trace_name_thread', 'trace_recording', 'trace_start', 'trace_stop', 'write_file_atomically']
 class HostBuffer:
     """
     Exports slot memory to numpy through the buffer protocol.
@@ -715,6 +715,10 @@ def mix_order(sizes: collections.abc.Sequence[typing.SupportsInt | typing.Suppor
     """
 def parse_shard_index(arg0: str, arg1: str) -> list:
     ...
+def private_bytes_outside(pid: typing.SupportsInt | typing.SupportsIndex, exclude: str) -> int:
+    """
+    Private bytes of process `pid` outside the mappings whose name holds `exclude`, from /proc/<pid>/smaps.
+    """
 def process_memory(arg0: typing.SupportsInt | typing.SupportsIndex) -> dict:
     """
     RSS, PSS and USS (bytes) of process `pid`, from /proc/<pid>/smaps_rollup.

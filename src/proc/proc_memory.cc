@@ -43,6 +43,28 @@ Result<ProcessMemory> ReadProcessMemory(pid_t pid) {
   return m;
 }
 
+Result<uint64_t> ReadPrivateBytesOutside(pid_t pid, const std::string& exclude) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/smaps";
+  FILE* f = std::fopen(path.c_str(), "re");
+  if (!f) return Status::IOError("open " + path, errno);
+  uint64_t total = 0;
+  bool skip = false;
+  char line[1024];
+  while (std::fgets(line, sizeof line, f)) {
+    if (line[0] < 'A' || line[0] > 'Z') {  // a mapping's first line: "start-end perms offset dev inode [name]"
+      skip = !exclude.empty() && std::strstr(line, exclude.c_str()) != nullptr;
+      continue;
+    }
+    char key[64];
+    unsigned long long kb = 0;
+    if (!skip && std::sscanf(line, "%63[^:]: %llu kB", key, &kb) == 2 &&
+        (!std::strcmp(key, "Private_Clean") || !std::strcmp(key, "Private_Dirty")))
+      total += kb * 1024;
+  }
+  std::fclose(f);
+  return total;
+}
+
 namespace {
 
 // A cgroup limit file: a number, or "max" (no limit).

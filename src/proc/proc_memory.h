@@ -24,6 +24,14 @@ struct ProcessMemory {
 // IOError (ENOENT) when the process is gone.
 Result<ProcessMemory> ReadProcessMemory(pid_t pid);
 
+// The private pages (bytes) of `pid` outside the mappings whose name holds
+// `exclude` (e.g. "stoker-arena": the slot pool's memfd, counted as the
+// pool's): the memory the process holds of its own, not the pages it still
+// shares with the process it was forked from.  Reads /proc/<pid>/smaps (a
+// line per field of every mapping: a millisecond or more for a process
+// mapping many libraries).
+Result<uint64_t> ReadPrivateBytesOutside(pid_t pid, const std::string& exclude);
+
 // Resident bytes only, from /proc/<pid>/statm: cheap enough to sample often
 // (the trace's counters).
 Result<uint64_t> ReadResidentBytes(pid_t pid);
