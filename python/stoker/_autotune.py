@@ -16,17 +16,19 @@ batches, or MAX_WINDOW_S) is what the loader already counts:
 
 What it does, one change at a time:
 
-- memory first: (prefetch * workers + HELD) batches and the workers' own
-  memory (private pages outside the slot pool) stay within MEMORY_SHARE of
-  max_memory; when they no longer fit,
+- memory first: the slot pool's resident bytes and the workers' own memory
+  (private pages outside the pool), as measured, and what a change adds
+  (batches in flight, a worker's own memory and the samples it builds)
+  stay within MEMORY_SHARE of max_memory; when they no longer fit,
   prefetch comes down, then workers;
 - once the batch size is known, small batches start as deep as an eighth
-  of max_memory holds per worker (stoker's own rule for prefetch);
+  of max_memory holds per worker (stoker's own rule for prefetch), and as
+  the loop goes through in QUEUE_S;
 - the loop waits (stall > STALL) and the workers are busy: one more worker
   (twice as many while each addition has paid nearly in proportion), if
   their threads keep `runnable` within cores + 2 and their memory fits,
   at a lower prefetch if that is what fits; workers not busy: twice the
-  prefetch per worker, if it fits;
+  prefetch per worker, if it fits and the loop goes through it in QUEUE_S;
 - the loop does not wait (stall < IDLE) and one worker fewer would carry
   the work: one worker fewer;
 - after a change, SETTLE_S and the batches that were in flight are left
@@ -66,7 +68,7 @@ IDLE = 0.03
 GAIN = 1.05
 GAIN_WORKER = 1.10
 CHANGE = 1.6
-HELD = 2
+QUEUE_S = 0.5
 MEMORY_EVERY_S = 2.0
 MEMORY_SHARE = 0.9  # of max_memory the model may plan: the rest is for what it does not see
 MAX_DEPTH = 32
@@ -167,6 +169,7 @@ class Tuner:
         self.linear = False  # the last worker trial paid in proportion
         self._settle_at = 0  # the window after a change starts once the loop has this many batches
         self._own = {}  # worker pid -> (when read, its own memory: _worker_memory)
+        self._pool_bytes = 0  # the slot pool's resident bytes at the last read
         self.t0 = time.monotonic()
         # A StreamingDataset read by C++ threads here scales its fetchers
         # itself (streaming/fetcher_scaling.h); its changes are logged with
@@ -208,6 +211,7 @@ class Tuner:
     def _read(self) -> _Reading:
         it = self._it
         st = it._engine.stats(False)
+        self._pool_bytes = st["arena_bytes"]  # (resident: _memory)
         return _Reading(time.monotonic(), it._stats.batches, it._stats.stall, it._pump.no_room_wait_s(),
                         [w["busy_s"] for w in st["workers"]], _runnable_seconds(self._pids()))
 
@@ -240,26 +244,32 @@ class Tuner:
                 "cost_s": sum(busy) / batches if batches else 0.0}
 
     def _memory(self, n: int, depth: int) -> tuple:
-        """(bytes needed with n workers at depth, the bytes they may take):
-        the pool's batches in flight and held, and each worker's own memory
-        and the samples of the batch it builds, within MEMORY_SHARE of max_memory (the rest for what the model does
-        not see: a worker's peak between two reads, the main process's
-        batch objects)."""
+        """(bytes the loader would hold with n workers at depth, the bytes it
+        may plan: MEMORY_SHARE of max_memory, the rest for what this does not
+        see: a worker's peak between two reads, the main process's batch
+        objects).  What it holds now, measured (the slot pool's resident
+        bytes, at least the batches in flight and one held; each active
+        worker's own memory), and what the change adds: batches in flight
+        more, and for each worker more the largest worker's own memory and
+        the samples of a batch it builds."""
         it = self._it
         batch = it._engine.expected_batch_bytes
-        # (a worker holds the samples of the batch it builds: about a batch's
-        # bytes, besides what it held when last read)
-        per_worker = self._worker_memory() + batch if self.workers and self._it._native_ds is None else 0
-        return (depth * n + HELD) * batch + n * per_worker, int(MEMORY_SHARE * it._max_memory)
+        pool = max(self._pool_bytes, (self.depth * self.n + 1) * batch) + \
+            max(0, depth * n - self.depth * self.n) * batch
+        if not self.workers or it._native_ds is not None:  # (reader threads: the process's own memory)
+            return pool, int(MEMORY_SHARE * it._max_memory)
+        own = self._worker_memory()
+        largest = max(own, default=0)
+        return pool + sum(own) + max(0, n - len(own)) * (largest + batch), int(MEMORY_SHARE * it._max_memory)
 
-    def _worker_memory(self) -> int:
-        """The most memory an active worker holds of its own: its private
-        pages (not those it still shares with the process it was forked
-        from) outside the slot pool (the batches it writes there are the
-        pool's, counted once), each worker read again at most every
-        MEMORY_EVERY_S, one read per call (a worker forked from a process
-        that maps much memory takes milliseconds to read: the loop's thread
-        pays for it)."""
+    def _worker_memory(self) -> list:
+        """Each active worker's own memory: its private pages (not those it
+        still shares with the process it was forked from) outside the slot
+        pool (the batches it writes there are the pool's, counted once),
+        each worker read again at most every MEMORY_EVERY_S, one read per
+        call (a worker forked from a process that maps much memory takes
+        milliseconds to read: the loop's thread pays for it); a worker not
+        read yet counts as the largest."""
         live = {w.pid for w in self._it._workers[:self.n] if w is not None and w.pid}
         for pid in list(self._own):
             if pid not in live:
@@ -272,7 +282,8 @@ class Tuner:
                 self._own[pid] = (now, N.lib.private_bytes_outside(pid, "stoker-arena"))
             except Exception:  # noqa: BLE001 - a worker that just left
                 pass
-        return max((u for _t, u in self._own.values()), default=0)
+        known = [u for _t, u in self._own.values()]
+        return known + [max(known, default=0)] * (len(live) - len(known))
 
     def _fits(self, n: int, depth: int) -> bool:
         need, budget = self._memory(n, depth)
@@ -321,19 +332,26 @@ class Tuner:
                                         "cannot help (raise max_memory, or make batches smaller)")
                 return
             target, depth = self._more_workers(m)
-            deeper = self.prefetch and self.depth < self.top_depth and self._fits(self.n, min(self.top_depth,
-                                                                                              2 * self.depth))
+            top = min(self.top_depth, max(self.depth, self._depth_cap(m)))
+            deeper = self.prefetch and self.depth < top and self._fits(self.n, min(top, 2 * self.depth))
             why = f"the loop waited {m['stall']:.0%} of the time, workers busy {m['busy']:.0%}"
             if target and (m["busy"] >= 0.75 or not deeper):
                 self._try("num_workers", target, m, why, depth)
             elif deeper:
-                self._try("prefetch_factor", min(self.top_depth, 2 * self.depth), m, why)
+                self._try("prefetch_factor", min(top, 2 * self.depth), m, why)
             else:
                 self._held(m, why)
         elif m["stall"] < IDLE and self.workers and self.n > self.bottom_n and m["busy"] * self.n < (self.n - 1) * 0.7:
             self._try("num_workers", self.n - 1, m,
                       f"the loop waited {m['stall']:.0%} of the time, {self.n} workers busy {m['busy']:.0%}: "
                       f"{self.n - 1} may carry the work")
+
+    def _depth_cap(self, m: dict) -> int:
+        """The most batches in flight per worker the loop takes QUEUE_S to
+        go through at the rate now (at least 2): a deeper queue of slow
+        batches delays every change (in order, the batches queued on a
+        worker go first) and gains nothing."""
+        return max(2, int(m["batches_per_s"] * QUEUE_S / max(1, self.n)))
 
     def _seed_depth(self, m: dict) -> bool:
         """Once the batch size is known: small batches start as deep as an
@@ -344,7 +362,7 @@ class Tuner:
         if not self.prefetch or "seeded" in self.noted or batch <= 0:
             return False
         self.noted.add("seeded")
-        depth = max(2, min(self.top_depth, self._it._max_memory // (8 * max(1, self.n) * batch)))
+        depth = max(2, min(self.top_depth, self._depth_cap(m), self._it._max_memory // (8 * max(1, self.n) * batch)))
         if depth <= self.depth:
             return False
         self._set("prefetch_factor", depth, m, f"batches of {batch} bytes: as many in flight per worker as an eighth "

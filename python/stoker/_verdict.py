@@ -14,7 +14,7 @@ The fractions sum to 1.  When the loop waits less than a tenth of its time,
 the loader keeps ahead and the verdict is the training loop itself."""
 from __future__ import annotations
 
-import os
+from stoker._autotune import cores
 
 STAGES = ("getitem", "store", "decode", "transform", "collate", "memory_budget")
 LOOP = "training_loop"
@@ -59,7 +59,7 @@ def judge(now: dict, base: dict, st: dict, native: bool) -> dict:
         out["stage"] = "getitem"
         out["wait_by_stage"] = {"getitem": 1.0}
         out["advice"] = ("num_workers=0: the training loop's own process reads and collates every batch; "
-                         f"use worker processes (num_workers up to {_cores()})")
+                         f"use worker processes (num_workers up to {cores()})")
         return out
     total = sum(work.values())
     shares = {s: (work[s] / total if total > 0 else 0.0) for s in STAGES}
@@ -82,24 +82,17 @@ def judge(now: dict, base: dict, st: dict, native: bool) -> dict:
     return out
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def _per_batch(seconds: float) -> str:
     return f"{seconds * 1e3:.1f} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.0f} us"
 
 
 def _advice(stage: str, work: dict, batches: int, workers: int, st: dict, native: bool) -> str:
-    cores = _cores()
+    ncores = cores()
     per_batch = _per_batch(work[stage] / max(1, batches))
     who = "reader threads" if native else "workers"
-    more = (f"raise num_workers (now {workers}; this machine has {cores} cores), or num_workers='auto'"
-            if workers < 2 * cores
-            else f"{workers} {who} on {cores} cores already")
+    more = (f"raise num_workers (now {workers}; this machine has {ncores} cores), or num_workers='auto'"
+            if workers < 2 * ncores
+            else f"{workers} {who} on {ncores} cores already")
     if stage == "getitem":
         what = "a native dataset's reads" if native else "the dataset's __getitem__"
         return (f"{what} takes {per_batch} per batch in each of the {workers} {who}: {more}, "
