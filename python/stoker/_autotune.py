@@ -34,8 +34,8 @@ What it does, one change at a time:
 - after a change, SETTLE_S and the batches that were in flight are left
   out (a worker starting, batches made the old way); the window after them
   is compared with the window before the change: an addition that does not
-  gain GAIN (GAIN_WORKER for workers: a process costs memory and a share of
-  the cores) is undone and not tried again, a removal that loses more than
+  gain GAIN (GAIN_WORKER for worker processes: a process costs memory and a
+  share of the cores) is undone and not tried again, a removal that loses more than
   GAIN is undone; until the workload changes (worker seconds per batch by
   CHANGE either way): then every knob is open again.
 
@@ -70,7 +70,7 @@ GAIN_WORKER = 1.10
 CHANGE = 1.6
 QUEUE_S = 0.5
 MEMORY_EVERY_S = 2.0
-MEMORY_SHARE = 0.9  # of max_memory the model may plan: the rest is for what it does not see
+MEMORY_SHARE = 0.85  # of max_memory the model may plan: the rest is for what it does not see
 MAX_DEPTH = 32
 RETIRE_GRACE_S = 5.0
 
@@ -440,7 +440,8 @@ class Tuner:
         self.trial = None
         gain = m["batches_per_s"] / before if before > 0 else float("inf")
         last = self.decisions[-1] if self.decisions else {}
-        need = GAIN_WORKER if knob == "num_workers" else GAIN  # (a process more costs memory and a core's share)
+        # (a worker process more costs memory and a share of the cores; a reader thread, little memory)
+        need = GAIN_WORKER if knob == "num_workers" and self._it._native_ds is None else GAIN
         keep = gain >= need if new > old else gain >= 1 / GAIN
         # (workers that paid nearly in proportion: the next step doubles them)
         self.linear = knob == "num_workers" and keep and new > old and gain >= 0.9 * new / old
