@@ -212,7 +212,7 @@ class Tuner:
         it = self._it
         st = it._engine.stats(False)
         self._pool_bytes = st["arena_bytes"]  # (resident: _memory)
-        return _Reading(time.monotonic(), it._stats.batches, it._stats.stall, it._pump.no_room_wait_s(),
+        return _Reading(time.monotonic(), it._stats.total_batches, it._stats.total_stall, it._pump.no_room_wait_s(),
                         [w["busy_s"] for w in st["workers"]], _runnable_seconds(self._pids()))
 
     def _fetcher_count(self) -> Optional[int]:
@@ -296,13 +296,10 @@ class Tuner:
         now = time.monotonic()
         if now - self._base.t < (SETTLE_S if self.skip else WINDOW_S):
             return
-        batches = self._it._stats.batches
-        if self.skip and self._base.batches <= batches < self._settle_at:
+        batches = self._it._stats.total_batches  # (windows go on across epochs: their starts count too)
+        if self.skip and batches < self._settle_at:
             return  # the batches in flight at the change, made the old way, are still coming
         self._retire_idle()
-        if batches < self._base.batches:  # a new epoch: a new window
-            self._base, self._settle_at = self._read(), 0
-            return
         if not self.skip and batches - self._base.batches < max(MIN_BATCHES, 2 * self.n) and \
                 now - self._base.t < MAX_WINDOW_S:
             return
@@ -449,9 +446,9 @@ class Tuner:
             last["gain"], last["kept"] = round(gain, 3), keep
         if keep:
             return True
-        if new > old:
+        if new > old:  # (a doubled count that fails leaves the counts between open)
             if knob == "num_workers":
-                self.top_n = old
+                self.top_n = new - 1 if new > old + 1 else old
             else:
                 self.top_depth = old
         else:
@@ -467,7 +464,7 @@ class Tuner:
         """Sets `knob` to `value` (a worker count may come with a prefetch
         depth: `depth`) and records the decision."""
         old = self.n if knob == "num_workers" else self.depth
-        self._settle_at = self._it._stats.batches + self._it._pump.prefetch  # (what is in flight now)
+        self._settle_at = self._it._stats.total_batches + self._it._pump.prefetch  # (what is in flight now)
         if knob == "num_workers":
             self.depth = depth or self.depth
             self._it._set_active_workers(value)

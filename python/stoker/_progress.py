@@ -122,6 +122,9 @@ class Throughput:
         self._engine = engine
         self._no_room = no_room or (lambda: 0.0)
         self._native = native is not None
+        # Over the iterator's life, epochs and their starts included (the
+        # autotuner's windows: _autotune.py).
+        self.total_batches, self.total_stall = 0, 0.0
         self.reset()
 
     def reset(self):
@@ -146,6 +149,8 @@ class Throughput:
             self.first_wait, self.after_first = now - t0, now
         self.batches += 1
         self.stall += now - t0
+        self.total_batches += 1
+        self.total_stall += now - t0
 
     def snapshot(self, delivered_bytes: int) -> dict:
         elapsed = max(self.now() - self.start, 1e-9)
