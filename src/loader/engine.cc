@@ -380,10 +380,7 @@ void Engine::Shutdown() {
   }
   ControlBlock* c = arena_->control();
   c->shutdown.store(1, std::memory_order_seq_cst);
-  for (uint32_t w = 0; w < opts_.num_workers; ++w) {
-    SpscRing(&arena_->worker(w)->tasks).Close();
-    Doorbell(&arena_->worker(w)->task_bell).Ring();
-  }
+  for (uint32_t w = 0; w < opts_.num_workers; ++w) CloseWorker(w);
   for (uint32_t s = 0; s < opts_.max_slots; ++s) {
     SlotHeader* h = arena_->slot(s);
     if (h->state.load(std::memory_order_acquire) == static_cast<uint32_t>(SlotState::kNeedSpace))

@@ -103,20 +103,22 @@ void Scheduler::SetSchedule(std::vector<WorkerSegment> segments) {
   engine_->SetActiveWorkers(active_workers_);
 }
 
-uint32_t Scheduler::WorkerOf(uint64_t batch_id) const {
+size_t Scheduler::SegmentOf(uint64_t batch_id) const {
   auto it = std::upper_bound(schedule_.begin(), schedule_.end(), batch_id,
                              [](uint64_t b, const WorkerSegment& s) { return b < s.first; });
-  if (it != schedule_.begin()) --it;  // (below the first segment: only a resumed run's delivered batches)
-  return static_cast<uint32_t>((batch_id - std::min(batch_id, it->first)) % it->workers);
+  // (below the first segment: only a resumed run's delivered batches)
+  return it == schedule_.begin() ? 0 : static_cast<size_t>(it - schedule_.begin()) - 1;
+}
+
+uint32_t Scheduler::WorkerOf(uint64_t batch_id) const {
+  const WorkerSegment& s = schedule_[SegmentOf(batch_id)];
+  return static_cast<uint32_t>((batch_id - std::min(batch_id, s.first)) % s.workers);
 }
 
 int64_t Scheduler::PrevBatchOf(uint32_t worker, uint64_t batch_id) const {
   if (batch_id == 0) return -1;
   uint64_t hi = batch_id - 1;  // the latest candidate
-  auto it = std::upper_bound(schedule_.begin(), schedule_.end(), hi,
-                             [](uint64_t b, const WorkerSegment& s) { return b < s.first; });
-  size_t i = it == schedule_.begin() ? 0 : static_cast<size_t>(it - schedule_.begin()) - 1;
-  for (;;) {
+  for (size_t i = SegmentOf(hi);;) {
     const WorkerSegment& s = schedule_[i];
     const uint64_t lo = std::min(s.first, hi);
     if (worker < s.workers && hi >= lo + worker)
@@ -177,10 +179,10 @@ int Scheduler::PickWorker(uint64_t batch_id) {
   // least one), so a slow worker never holds every task while a free one
   // waits for work.  Iterable: round robin over those under their share;
   // map-style: the least loaded.
-  const uint32_t active = static_cast<uint32_t>(std::count(active_.begin(), active_.end(), true));
-  if (active == 0) return -1;
-  const uint32_t share = std::max(1u, opts_.prefetch / active);
   if (opts_.iterable) {
+    const uint32_t active = static_cast<uint32_t>(std::count(active_.begin(), active_.end(), true));
+    if (active == 0) return -1;
+    const uint32_t share = std::max(1u, opts_.prefetch / active);
     for (uint32_t i = 0; i < n; ++i) {
       const uint32_t w = cycle_;
       cycle_ = (cycle_ + 1) % n;
@@ -188,11 +190,11 @@ int Scheduler::PickWorker(uint64_t batch_id) {
     }
     return -1;
   }
-  const uint32_t mine = std::max(1u, opts_.prefetch / active_workers_);
+  const uint32_t share = std::max(1u, opts_.prefetch / active_workers_);  // (map-style: the active workers')
   uint32_t best = 0;
   for (uint32_t w = 1; w < active_workers_; ++w)
     if (outstanding_[w] < outstanding_[best]) best = w;
-  return outstanding_[best] < mine ? static_cast<int>(best) : -1;
+  return outstanding_[best] < share ? static_cast<int>(best) : -1;
 }
 
 size_t Scheduler::InProgress() const {

@@ -253,6 +253,8 @@ class Scheduler {
   uint32_t active_workers_ = 1;          // SetActiveWorkers
   std::vector<WorkerSegment> schedule_;  // this epoch's
   bool scheduled() const { return opts_.in_order && !opts_.iterable; }
+  // The index of the segment of the schedule that holds `batch_id`.
+  size_t SegmentOf(uint64_t batch_id) const;
   std::vector<Completion> scratch_;
   bool handing_out_ = false;  // refilling while a batch is on its way out
   bool no_room_ = false;      // the last dispatch found no room in the pool
