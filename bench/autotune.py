@@ -54,7 +54,7 @@ import autotune_workloads as W  # noqa: E402
 
 import stoker  # noqa: E402
 from stoker import _autotune  # noqa: E402
-from stoker._procfs import children, pss_bytes, tree_pids  # noqa: E402
+from stoker._procfs import children, pss_bytes, runnable_seconds, tree_pids  # noqa: E402
 
 BATCH = {"gil": 32, "jpeg": 32, "remote": 8, "big": 4, "shift": 16}
 BIG_BUDGET = 256 << 20
@@ -106,7 +106,7 @@ class Watch:
 
 
 def runnable_s(skip) -> float:
-    return _autotune._runnable_seconds([p for p in tree_pids() if p not in skip])
+    return runnable_seconds([p for p in tree_pids() if p not in skip])
 
 
 def measure(make, warm_s: float, seconds: float, skip=(), step_s: float = 0.0) -> dict:

@@ -57,6 +57,7 @@ import weakref
 from typing import Optional
 
 from stoker import _native as N
+from stoker._procfs import runnable_seconds
 
 AUTO = "auto"
 WINDOW_S = 0.5
@@ -99,22 +100,11 @@ def check(name: str, value, allow_zero: bool):
         raise ValueError(f"{name} should be a {least} int or 'auto', but got {value!r}")
 
 
-def _runnable_seconds(pids) -> float:
-    """Seconds the threads of `pids` ran or waited for a core (schedstat)."""
-    total = 0
-    for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                    run, wait, _ = f.read().split()
-                total += int(run) + int(wait)
-            except (OSError, ValueError):
-                continue
-    return total / 1e9
+def deep_prefetch(max_memory: int, workers: int, batch_bytes: int) -> int:
+    """Batches in flight per worker for small batches: as many as an eighth
+    of max_memory holds, between torch's 2 and MAX_DEPTH (stoker's own rule
+    when prefetch_factor is left unset, and the autotuner's start)."""
+    return max(2, min(MAX_DEPTH, max_memory // (8 * max(1, workers) * batch_bytes)))
 
 
 _Reading = collections.namedtuple("_Reading", "t batches stall no_room busy runnable")
@@ -213,7 +203,7 @@ class Tuner:
         st = it._engine.stats(False)
         self._pool_bytes = st["arena_bytes"]  # (resident: _memory)
         return _Reading(time.monotonic(), it._stats.total_batches, it._stats.total_stall, it._pump.no_room_wait_s(),
-                        [w["busy_s"] for w in st["workers"]], _runnable_seconds(self._pids()))
+                        [w["busy_s"] for w in st["workers"]], runnable_seconds(self._pids()))
 
     def _fetcher_count(self) -> Optional[int]:
         if self._stream is None:
@@ -351,15 +341,14 @@ class Tuner:
         return max(2, int(m["batches_per_s"] * QUEUE_S / max(1, self.n)))
 
     def _seed_depth(self, m: dict) -> bool:
-        """Once the batch size is known: small batches start as deep as an
-        eighth of max_memory holds per worker, between torch's 2 and
-        MAX_DEPTH (the rule stoker's own prefetch follows: _loader_iter's
-        _deepen_for), not from 2 a doubling at a time."""
+        """Once the batch size is known: small batches start as deep as
+        stoker's own prefetch rule (deep_prefetch) and QUEUE_S allow, not
+        from 2 a doubling at a time."""
         batch = self._it._engine.expected_batch_bytes
         if not self.prefetch or "seeded" in self.noted or batch <= 0:
             return False
         self.noted.add("seeded")
-        depth = max(2, min(self.top_depth, self._depth_cap(m), self._it._max_memory // (8 * max(1, self.n) * batch)))
+        depth = min(self.top_depth, self._depth_cap(m), deep_prefetch(self._it._max_memory, self.n, batch))
         if depth <= self.depth:
             return False
         self._set("prefetch_factor", depth, m, f"batches of {batch} bytes: as many in flight per worker as an eighth "

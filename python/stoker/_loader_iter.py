@@ -42,10 +42,6 @@ if TYPE_CHECKING:
 # is killed.  Workers hold nothing that needs cleaning up.
 _JOIN_GRACE_S = 0.05
 
-# Batches in flight per worker that small batches may get when the user left
-# prefetch_factor to stoker (_StokerIter._deepen).
-_DEEP = 32
-
 logger = logging.getLogger("stoker")
 
 
@@ -114,12 +110,12 @@ class _StokerIter(_BaseDataLoaderIter):
         # torch's assignment (in order, batch k on worker k mod n): a worker the
         # kernel preempts holds up the batch it owns, and the others run only
         # prefetch_factor batches ahead of it.  With prefetch_factor left to
-        # stoker, small batches go deeper (up to _DEEP per worker) once the
+        # stoker, small batches go deeper (_autotune.deep_prefetch) once the
         # pool has learnt their size; large ones keep torch's depth
         # (docs/benchmarks.md, "Deeper prefetch for small batches").
         self._deepen = (not getattr(loader, "_stoker_prefetch_chosen", True) and not auto and self._in_order
                         and not self._is_iterable and nw >= 2 and self._native_ds is None)
-        most = _DEEP * nw if self._deepen or auto else self._prefetch
+        most = _autotune.MAX_DEPTH * nw if self._deepen or auto else self._prefetch
         # A datapipe is sharded as torch shards it: between ranks here, or
         # between every worker of every rank in the workers.
         self._datapipe = isinstance(self._dataset, (torch.utils.data.IterDataPipe, torch.utils.data.MapDataPipe))
@@ -454,13 +450,11 @@ class _StokerIter(_BaseDataLoaderIter):
             code, value = self._pump.next(self._timeout if self._timeout > 0 else -1.0)
 
     def _deepen_for(self, batch_bytes: int):
-        """Once: as many batches in flight per worker as an eighth of the
-        pool's budget holds, between torch's 2 and _DEEP."""
+        """Once: the small-batch depth (_autotune.deep_prefetch)."""
         if batch_bytes <= 0:
             return
         self._deepen = False
-        per_worker = self._max_memory // (8 * self._num_workers * batch_bytes)
-        depth = max(2, min(_DEEP, per_worker))
+        depth = _autotune.deep_prefetch(self._max_memory, self._num_workers, batch_bytes)
         if depth * self._num_workers > self._prefetch:
             self._pump.prefetch = depth * self._num_workers
 

@@ -73,6 +73,26 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
+def runnable_seconds(pids) -> float:
+    """Seconds the threads of `pids` have run or waited for a core
+    (/proc/<pid>/task/<tid>/schedstat); over a window, divided by its length:
+    the threads runnable on average."""
+    total = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    run, wait, _ = f.read().split()
+                total += int(run) + int(wait)
+            except (OSError, ValueError):
+                continue
+    return total / 1e9
+
+
 def arena_fds() -> list:
     """This process's open fds that refer to a stoker arena."""
     fds = []

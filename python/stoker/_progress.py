@@ -123,14 +123,22 @@ class Throughput:
         self._no_room = no_room or (lambda: 0.0)
         self._native = native is not None
         # Over the iterator's life, epochs and their starts included (the
-        # autotuner's windows: _autotune.py).
+        # autotuner's windows: _autotune.py); the epoch's are what they grew
+        # by since reset().
         self.total_batches, self.total_stall = 0, 0.0
         self.reset()
 
+    @property
+    def batches(self) -> int:
+        return self.total_batches - self._batches0
+
+    @property
+    def stall(self) -> float:
+        return self.total_stall - self._stall0
+
     def reset(self):
         self.start = self.now()
-        self.batches = 0
-        self.stall = 0.0
+        self._batches0, self._stall0 = self.total_batches, self.total_stall
         self.first_wait = 0.0  # the epoch's first batch: workers starting, not a stage (the verdict leaves it out)
         self.after_first = self.start
         st = self._engine.stats(False)
@@ -145,10 +153,8 @@ class Throughput:
 
     def batch(self, t0):
         now = self.now()
-        if self.batches == 0:
+        if self.total_batches == self._batches0:  # (the epoch's first)
             self.first_wait, self.after_first = now - t0, now
-        self.batches += 1
-        self.stall += now - t0
         self.total_batches += 1
         self.total_stall += now - t0
 
