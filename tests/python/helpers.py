@@ -67,3 +67,17 @@ def limited_cgroup(limit_bytes: int, tag: str):
     finally:
         time.sleep(0.2)  # the last member's exit must be accounted first
         os.rmdir(cg)
+
+
+def counting_shards(www, shards: int, per_shard: int) -> str:
+    """Writes `shards` TFRecord shards under `www` (made here), each of
+    `per_shard` records {"y": int64}, y counting 0, 1, 2, ... across them,
+    and the index a StreamingDataset reads; returns the folder."""
+    from stoker.cache import write_index
+    from stoker.io import write_tfrecord
+    os.makedirs(www)
+    for s in range(shards):
+        write_tfrecord(os.path.join(www, f"shard-{s:03d}.tfrecord"),
+                       [{"y": np.int64(s * per_shard + i)} for i in range(per_shard)])
+    write_index(str(www))
+    return str(www)

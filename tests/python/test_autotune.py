@@ -17,6 +17,7 @@ import torch
 import stoker
 from stoker import _native as N
 from stoker.io import RawDataset
+from helpers import counting_shards
 from nginx import Nginx
 
 
@@ -272,14 +273,9 @@ def test_its_decisions_are_in_the_trace(tmp_path):
 def test_a_streaming_datasets_fetchers_are_in_the_same_log(tmp_path):
     """Read by C++ threads, a StreamingDataset scales its own fetchers: the
     autotuner's log has their changes beside its own decisions."""
-    from stoker.cache import StreamingDataset, write_index
-    from stoker.io import write_tfrecord
-    www = tmp_path / "www"
-    www.mkdir()
-    for s in range(90):
-        write_tfrecord(str(www / f"shard-{s:03d}.tfrecord"), [{"y": np.int64(s * 4 + i)} for i in range(4)])
-    write_index(str(www))
-    server = Nginx(tmp_path / "nginx", str(www)).start()
+    from stoker.cache import StreamingDataset
+    www = counting_shards(tmp_path / "www", 90, 4)
+    server = Nginx(tmp_path / "nginx", www).start()
     try:
         ds = StreamingDataset(server.url + "/paced", str(tmp_path / "cache"), max_bytes=0, mode="full",
                               features={"y": ("int64", ())}, prefetch=1)

@@ -15,6 +15,7 @@ import torch
 
 import stoker
 from stoker.io import RawDataset
+from helpers import counting_shards
 from nginx import Nginx
 
 VOCABULARY = {"fetch", "read", "decode", "transform", "collate", "publish", "wait", "h2d"}
@@ -193,14 +194,9 @@ def test_the_verdict_names_the_training_loop_when_the_loader_keeps_ahead():
 
 
 def test_the_verdict_names_a_slow_store_every_time(tmp_path):
-    from stoker.cache import StreamingDataset, write_index
-    from stoker.io import write_tfrecord
-    www = tmp_path / "www"
-    www.mkdir()
-    for s in range(30):
-        write_tfrecord(str(www / f"shard-{s:03d}.tfrecord"), [{"y": np.int64(s * 8 + i)} for i in range(8)])
-    write_index(str(www))
-    server = Nginx(tmp_path / "nginx", str(www)).start()
+    from stoker.cache import StreamingDataset
+    www = counting_shards(tmp_path / "www", 30, 8)
+    server = Nginx(tmp_path / "nginx", www).start()
     try:
         for attempt in range(3):
             ds = StreamingDataset(server.url + "/paced", str(tmp_path / f"cache{attempt}"), max_bytes=0, mode="full",
