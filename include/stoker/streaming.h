@@ -126,6 +126,8 @@ struct StreamingStats {
   bool fetchers_auto = false;                    // StreamingOptions::fetchers was 0: chosen as they help
   uint32_t fetchers_most = 0;                    // the most it may run (auto: 4x the store's preference)
   uint64_t fetchers_tried = 0;                   // auto: connections added to see whether they help
+  bool fetchers_by_caller = false;               // auto, and SetFetchers took the choice over (a loader's
+                                                 // autotuner): FetcherScaling no longer decides
   std::vector<int> fetcher_cpus;                 // the CPUs they are confined to (empty: not confined)
   std::string fetcher_placement;                 // why: "given" (fetcher_cpus), "beside the store's server"
                                                  // (a server on this machine: the last quarter of this
@@ -184,6 +186,13 @@ class StreamingDataset : public NativeDataset {
   const std::vector<ShardInfo>& remote_shards() const;
   StreamingMode mode() const;
   StreamingStats stats() const;
+  // From now on the number of fetchers is the caller's to choose (a
+  // DataLoader's autotuner weighs them with its workers and prefetch), not
+  // FetcherScaling's: starts fetchers, or retires some (each once its
+  // download is in), until `n` run.  n from 1 to stats().fetchers_most; a
+  // dataset opened with a fixed number of fetchers refuses, as does a
+  // closed one.
+  Status SetFetchers(uint32_t n);
   // Stops the fetchers (the destructor does too); reads of cached shards go on.
   void Close();
 

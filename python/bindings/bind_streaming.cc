@@ -50,6 +50,7 @@ py::dict StatsDict(const StreamingStats& s) {
   d["fetchers_auto"] = s.fetchers_auto;
   d["fetchers_most"] = s.fetchers_most;
   d["fetchers_tried"] = s.fetchers_tried;
+  d["fetchers_by_caller"] = s.fetchers_by_caller;
   d["fetcher_cpus"] = s.fetcher_cpus;
   d["fetcher_placement"] = s.fetcher_placement;
   d["requests"] = s.requests;
@@ -163,6 +164,9 @@ void BindStreaming(py::module_& m) {
       .def("stats", [](StreamingDataset& d) {
              StreamingStats s = [&] { py::gil_scoped_release nogil; return d.stats(); }();
              return StatsDict(s); })
+      .def("set_fetchers", [](StreamingDataset& d, uint32_t n) {
+             Status st = [&] { py::gil_scoped_release nogil; return d.SetFetchers(n); }();
+             Check(st); })
       .def("close", &StreamingDataset::Close, py::call_guard<py::gil_scoped_release>());
 }
 

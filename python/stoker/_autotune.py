@@ -10,6 +10,8 @@ batches, or MAX_WINDOW_S) is what the loader already counts:
 - stall: the share of the window the training loop waited in next();
 - memory_wait: the share the scheduler waited for room in the slot pool;
 - busy: the active workers' mean busy fraction (their stage clocks);
+- store_wait: of that, the share they waited for a download (a
+  StreamingDataset's shard not fetched yet);
 - runnable: threads of the process tree running or waiting for a core, on
   average (/proc/<pid>/task/<tid>/schedstat);
 - cost: worker seconds per batch, the workload's signature.
@@ -29,11 +31,18 @@ What it does, one change at a time:
   their threads keep `runnable` within cores + 2 and their memory fits,
   at a lower prefetch if that is what fits; workers not busy: twice the
   prefetch per worker, if it fits and the loop goes through it in QUEUE_S;
+- the loop waits and the readers wait for downloads most of their time (a
+  StreamingDataset read by C++ threads whose fetchers were left to choose):
+  one fetcher (a download thread, a connection) more, twice as many while
+  each addition has paid nearly in proportion, before any worker; the
+  dataset's own fetcher scaling stops deciding once the tuner takes the
+  count over (StreamingDataset::SetFetchers);
 - the loop does not wait (stall < IDLE) and one worker fewer would carry
   the work: one worker fewer;
 - after a change, SETTLE_S and the batches that were in flight are left
   out (a worker starting, batches made the old way); the window after them
-  is compared with the window before the change: an addition that does not
+  (for a fetcher, FETCH_WINDOW_S at least: shards come in bursts) is
+  compared with the window before the change: an addition that does not
   gain GAIN (GAIN_WORKER for worker processes: a process costs memory and a
   share of the cores) is undone and not tried again, a removal that loses more than
   GAIN is undone; until the workload changes (worker seconds per batch by
@@ -73,6 +82,8 @@ QUEUE_S = 0.5
 MEMORY_EVERY_S = 2.0
 MEMORY_SHARE = 0.85  # of max_memory the model may plan: the rest is for what it does not see
 MAX_DEPTH = 32
+STORE_BOUND = 0.5  # the readers wait for downloads this share of their busy time: the store is the bound
+FETCH_WINDOW_S = 1.0
 RETIRE_GRACE_S = 5.0
 
 logger = logging.getLogger("stoker")
@@ -107,7 +118,7 @@ def deep_prefetch(max_memory: int, workers: int, batch_bytes: int) -> int:
     return max(2, min(MAX_DEPTH, max_memory // (8 * max(1, workers) * batch_bytes)))
 
 
-_Reading = collections.namedtuple("_Reading", "t batches stall no_room busy runnable")
+_Reading = collections.namedtuple("_Reading", "t batches stall no_room busy store_wait runnable")
 
 
 def saved_schedule(it, resume: Optional[dict], batch_size) -> list:
@@ -150,26 +161,43 @@ class Tuner:
         self.top_n, self.top_depth = min(c.get("top_n", self.cap), self.cap), c.get("top_depth", MAX_DEPTH)
         self.bottom_n, self.closed_cost = c.get("bottom_n", 1), c.get("closed_cost")  # (closed_cost: when a
         # trial closed a knob, the worker seconds per batch)
-        self.trial = None  # (knob, old, new, the rate before, worker seconds per batch before)
+        # (knob, old, new, the rate before, worker seconds per batch before,
+        # depth before): a change on trial, judged by the next window, that
+        # of the next iterator where this one ended first (short epochs)
+        self.trial = c.get("trial")
         self.skip = True   # the next window is left out (workers starting)
         self.decisions = c.setdefault("decisions", collections.deque(maxlen=1000))
         self.count = c.get("count", 0)
         self.noted = c.setdefault("noted", set())
         self.retiring = {}  # worker id -> (process, when asked to leave)
-        self.linear = False  # the last worker trial paid in proportion
+        self.linear = c.get("linear", False)  # the last worker trial paid in proportion
+        self.linear_fetchers = c.get("linear_fetchers", False)  # the same for fetchers
         self._settle_at = 0  # the window after a change starts once the loop has this many batches
         self._own = {}  # worker pid -> (when read, its own memory: _worker_memory)
         self._pool_bytes = 0  # the slot pool's resident bytes at the last read
         self.t0 = time.monotonic()
-        # A StreamingDataset read by C++ threads here scales its fetchers
-        # itself (streaming/fetcher_scaling.h); its changes are logged with
-        # the tuner's.
-        self._stream = None
-        if it._native_ds is not None:
-            from stoker.streaming import streaming_source
-            self._stream = streaming_source(it._loader_ref().dataset)
-        self._fetchers = self._fetcher_count()
+        self.fetchers, self.top_fetchers, self._stream = None, 0, None
+        self._take_fetchers(it)
         self._base = self._read()
+
+    def _take_fetchers(self, it):
+        """A StreamingDataset read by C++ threads here whose fetchers were
+        left to choose (fetchers=None): from now on their number is this
+        tuner's knob (the dataset's own scaling stops deciding).  Worker
+        processes read shards themselves, through the cache directory: no
+        fetchers of this process to tune."""
+        if it._native_ds is None:
+            return
+        from stoker.streaming import streaming_source
+        stream = streaming_source(it._loader_ref().dataset)
+        if stream is None or not stream._owner():
+            return
+        st = stream.stats()
+        if not st["fetchers_auto"]:
+            return
+        self._stream, self.fetchers = stream, int(st["fetchers"])
+        self.top_fetchers = min(self._carried.get("top_fetchers", st["fetchers_most"]), st["fetchers_most"])
+        self._stream.set_fetchers(self.fetchers)
 
     @staticmethod
     def make(it, loader, auto: tuple, n: int, depth: int) -> Optional["Tuner"]:
@@ -203,33 +231,21 @@ class Tuner:
         st = it._engine.stats(False)
         self._pool_bytes = st["arena_bytes"]  # (resident: _memory)
         return _Reading(time.monotonic(), it._stats.total_batches, it._stats.total_stall, it._pump.no_room_wait_s(),
-                        [w["busy_s"] for w in st["workers"]], runnable_seconds(self._pids()))
-
-    def _fetcher_count(self) -> Optional[int]:
-        if self._stream is None:
-            return None
-        try:
-            st = self._stream.stats()
-        except Exception:  # noqa: BLE001 - a closed dataset: nothing to log
-            return None
-        return int(st["fetchers"]) if st.get("fetchers_auto") else None
-
-    def _log_fetchers(self, m: dict):
-        now = self._fetcher_count()
-        if now is not None and self._fetchers is not None and now != self._fetchers:
-            self._record("fetchers", self._fetchers, now, m, "the streaming dataset's fetcher scaling: while readers "
-                         "wait for shards it tries a connection more, kept if it adds 10% to the download rate")
-        self._fetchers = now if now is not None else self._fetchers
+                        [w["busy_s"] for w in st["workers"]],
+                        [w["stage_s"].get("wait_store", 0.0) for w in st["workers"]], runnable_seconds(self._pids()))
 
     def _measure(self, a: _Reading, b: _Reading) -> dict:
         dt = max(b.t - a.t, 1e-9)
         batches = b.batches - a.batches
         busy = [max(0.0, y - x) for x, y in zip(a.busy, b.busy)]
+        store = [max(0.0, y - x) for x, y in zip(a.store_wait, b.store_wait)]
         active = busy[:self.n] if self.workers else busy
+        waited = store[:len(active)]
         return {"window_s": round(dt, 3), "batches_per_s": round(batches / dt, 2),
                 "stall": round(min(1.0, (b.stall - a.stall) / dt), 3),
                 "memory_wait": round(min(1.0, max(0.0, b.no_room - a.no_room) / dt), 3),
                 "busy": round(sum(active) / dt / max(1, len(active)), 3),
+                "store_wait": round(min(1.0, sum(waited) / sum(active)) if sum(active) > 0 else 0.0, 3),
                 "runnable": round(max(0.0, b.runnable - a.runnable) / dt, 2),
                 "cost_s": sum(busy) / batches if batches else 0.0}
 
@@ -284,7 +300,8 @@ class Tuner:
     def tick(self):
         """After each batch: a decision once a window is over."""
         now = time.monotonic()
-        if now - self._base.t < (SETTLE_S if self.skip else WINDOW_S):
+        fetching = self.trial is not None and self.trial[0] == "fetchers"
+        if now - self._base.t < (SETTLE_S if self.skip else FETCH_WINDOW_S if fetching else WINDOW_S):
             return
         batches = self._it._stats.total_batches  # (windows go on across epochs: their starts count too)
         if self.skip and batches < self._settle_at:
@@ -296,7 +313,6 @@ class Tuner:
         cur = self._read()
         m = self._measure(self._base, cur)
         self._base = cur
-        self._log_fetchers(m)
         if self.skip:
             self.skip = False
             return
@@ -310,6 +326,8 @@ class Tuner:
             self._record("workload", round(self.closed_cost, 6), round(cost, 6), m,
                          f"worker seconds per batch changed {cost / self.closed_cost:.2f}x: every knob open again")
             self.top_n, self.top_depth, self.bottom_n, self.closed_cost = self.cap, MAX_DEPTH, 1, None
+            if self.fetchers is not None:
+                self.top_fetchers = self._stream.stats()["fetchers_most"]
             self.noted -= {"held", "memory"}  # (said again if they hold again)
         if self._shed(m) or self._seed_depth(m):
             return
@@ -317,6 +335,8 @@ class Tuner:
             if m["memory_wait"] > m["stall"] / 2:
                 self._note("memory", m, "the loop waits for room in max_memory: more workers or prefetch "
                                         "cannot help (raise max_memory, or make batches smaller)")
+                return
+            if self._more_fetchers(m):
                 return
             target, depth = self._more_workers(m)
             top = min(self.top_depth, max(self.depth, self._depth_cap(m)))
@@ -375,6 +395,20 @@ class Tuner:
         per_worker = min(1.0, m["runnable"] / (self.n + 1))
         return m["runnable"] + more * per_worker <= cores() + 2
 
+    def _more_fetchers(self, m: dict) -> bool:
+        """The loop waits and the readers wait for downloads most of their
+        time: a trial of one fetcher more (twice as many while each addition
+        paid nearly in proportion), if the tuner has the fetchers and one
+        more thread keeps the tree's runnable threads within cores + 2 (True:
+        a trial began)."""
+        if self.fetchers is None or self.fetchers >= self.top_fetchers or m["store_wait"] < STORE_BOUND or \
+                m["runnable"] + 0.5 > cores() + 2:
+            return False
+        target = min(self.top_fetchers, 2 * self.fetchers if self.linear_fetchers else self.fetchers + 1)
+        self._try("fetchers", target, m, f"the loop waited {m['stall']:.0%} of the time, the readers waited for "
+                                         f"downloads {m['store_wait']:.0%} of theirs")
+        return True
+
     def _more_workers(self, m: dict) -> tuple:
         """The worker count to try next and its prefetch depth ((0, _):
         none): one more, or twice as many while each addition has paid
@@ -413,24 +447,31 @@ class Tuner:
         self.skip = True
         return True
 
+    def _value(self, knob: str) -> int:
+        return self.n if knob == "num_workers" else self.fetchers if knob == "fetchers" else self.depth
+
     def _try(self, knob: str, new: int, m: dict, why: str, depth: Optional[int] = None):
-        old, old_depth = (self.n if knob == "num_workers" else self.depth), self.depth
+        old, old_depth = self._value(knob), self.depth
         lower = f" with prefetch_factor {depth} (for max_memory)" if depth is not None and depth != old_depth else ""
         self._set(knob, new, m, why + f": trying {new}{lower}", depth)
-        self.trial = (knob, old, new, m["batches_per_s"], m["cost_s"], old_depth)
+        self.trial = self._carried["trial"] = (knob, old, new, m["batches_per_s"], m["cost_s"], old_depth)
         self.skip = True
 
     def _judge(self, m: dict) -> bool:
         """Keeps or undoes the change on trial (True: kept)."""
         knob, old, new, before, cost, old_depth = self.trial
-        self.trial = None
+        self.trial = self._carried["trial"] = None
         gain = m["batches_per_s"] / before if before > 0 else float("inf")
         last = self.decisions[-1] if self.decisions else {}
         # (a worker process more costs memory and a share of the cores; a reader thread, little memory)
         need = GAIN_WORKER if knob == "num_workers" and self._it._native_ds is None else GAIN
         keep = gain >= need if new > old else gain >= 1 / GAIN
-        # (workers that paid nearly in proportion: the next step doubles them)
-        self.linear = knob == "num_workers" and keep and new > old and gain >= 0.9 * new / old
+        # (workers or fetchers that paid nearly in proportion: the next step doubles them)
+        linear = keep and new > old and gain >= 0.9 * new / old
+        if knob == "num_workers":
+            self.linear = self._carried["linear"] = linear
+        elif knob == "fetchers":
+            self.linear_fetchers = self._carried["linear_fetchers"] = linear
         if last.get("knob") == knob and last.get("new") == new:
             last["gain"], last["kept"] = round(gain, 3), keep
         if keep:
@@ -438,6 +479,8 @@ class Tuner:
         if new > old:  # (a doubled count that fails leaves the counts between open)
             if knob == "num_workers":
                 self.top_n = new - 1 if new > old + 1 else old
+            elif knob == "fetchers":
+                self.top_fetchers = new - 1 if new > old + 1 else old
             else:
                 self.top_depth = old
         else:
@@ -452,8 +495,13 @@ class Tuner:
     def _set(self, knob: str, value: int, m: dict, why: str, depth: Optional[int] = None):
         """Sets `knob` to `value` (a worker count may come with a prefetch
         depth: `depth`) and records the decision."""
-        old = self.n if knob == "num_workers" else self.depth
+        old = self._value(knob)
         self._settle_at = self._it._stats.total_batches + self._it._pump.prefetch  # (what is in flight now)
+        if knob == "fetchers":
+            self._stream.set_fetchers(value)
+            self.fetchers = value
+            self._record(knob, old, value, m, why)
+            return
         if knob == "num_workers":
             self.depth = depth or self.depth
             self._it._set_active_workers(value)
@@ -475,6 +523,8 @@ class Tuner:
         self.count += 1
         self._carried.update(n=self.n, depth=self.depth, top_n=self.top_n, top_depth=self.top_depth,
                              bottom_n=self.bottom_n, closed_cost=self.closed_cost, count=self.count)
+        if self.fetchers is not None:
+            self._carried["top_fetchers"] = self.top_fetchers
         logger.info("stoker autotune: %s %s -> %s (%s)", knob, old, new, why)
         if N.lib.trace_recording():
             N.lib.trace_instant("autotune", json.dumps(d))
@@ -515,5 +565,7 @@ class Tuner:
 
     def stats(self) -> dict:
         return {"num_workers": self.n if self.workers else None, "prefetch_factor": self.depth,
-                "tuning": [k for k, on in (("num_workers", self.workers), ("prefetch_factor", self.prefetch)) if on],
+                "fetchers": self.fetchers,
+                "tuning": [k for k, on in (("num_workers", self.workers), ("prefetch_factor", self.prefetch),
+                                           ("fetchers", self.fetchers is not None)) if on],
                 "decisions_total": self.count, "decisions": list(self.decisions)}

@@ -328,6 +328,14 @@ class StreamingDataset(NativeDataset):
         self._only_here("stats")
         return self._native.stats()
 
+    def set_fetchers(self, n: int) -> None:
+        """From now on `n` fetchers run, as the caller chooses (an autotuned
+        DataLoader does: docs/autotune.md), no longer as the dataset's own
+        scaling does; from 1 to stats()["fetchers_most"].  A dataset opened
+        with fetchers=N refuses (ValueError)."""
+        self._only_here("set_fetchers")
+        self._native.set_fetchers(n)
+
     def close(self) -> None:
         """Stops the fetcher threads (cached shards stay readable)."""
         self._only_here("close")

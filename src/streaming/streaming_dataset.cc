@@ -72,6 +72,42 @@ StreamingDataset::StreamingDataset(std::unique_ptr<Impl> impl) : impl_(std::move
 StreamingDataset::~StreamingDataset() { Close(); }
 void StreamingDataset::Close() { impl_->Shutdown(); }
 
+Status StreamingDataset::SetFetchers(uint32_t n) {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> l(m.mu);
+  if (!m.scaling)
+    return Status::InvalidArgument(m.Describe() + ": opened with fetchers=" + std::to_string(m.fetchers) +
+                                 ", a fixed number; open it with fetchers=None to let the loader choose");
+  if (n < 1 || n > m.scaling->most())
+    return Status::InvalidArgument(m.Describe() + ": SetFetchers(" + std::to_string(n) + "): from 1 to " +
+                                   std::to_string(m.scaling->most()) + " (fetchers_most)");
+  if (m.stop) return Status::Closed(m.Describe() + ": closed; its fetchers are stopped");
+  m.by_caller = true;
+  // Those still to leave are running; n below them: more leave, above: fewer.
+  const uint32_t staying = m.fetchers - std::min(m.retire, m.fetchers);
+  if (n <= staying) {
+    m.retire += staying - n;
+    m.cv.notify_all();
+    return Status::OK();
+  }
+  const uint32_t cancel = std::min(m.retire, n - staying);
+  m.retire -= cancel;
+  for (uint32_t more = n - staying - cancel; more > 0; --more) {
+    l.unlock();  // (a connection is opened outside mu: the readers take it)
+    Result<std::unique_ptr<Store>> store = m.open_store();
+    l.lock();
+    if (m.stop) return Status::Closed(m.Describe() + ": closed while fetchers were being added");
+    if (!store.ok())
+      return Status::IOError(m.Describe() + ": a fetcher more could not open the store: " + store.status().message());
+    Status st = m.StartFetcher(std::move(store).value());
+    ++m.fetchers;  // (running, even if confining it failed)
+    m.buffers.SetFetchers(m.fetchers);
+    m.cv.notify_all();
+    if (!st.ok()) return st;
+  }
+  return Status::OK();
+}
+
 Result<std::shared_ptr<StreamingDataset>> StreamingDataset::Open(const StreamingOptions& options) {
   const StreamingOptions& o = options;
   const std::string what = "StreamingDataset(" + o.remote + ")";
@@ -341,6 +377,7 @@ StreamingStats StreamingDataset::stats() const {
   s.fetchers_auto = m.scaling != nullptr;
   s.fetchers_most = m.scaling ? m.scaling->most() : m.fetchers;
   s.fetchers_tried = m.scaling ? m.scaling->tries() : 0;
+  s.fetchers_by_caller = m.by_caller;
   s.fetcher_cpus = m.fetcher_cpus;
   s.fetcher_placement = m.fetcher_placement;
   s.requests = m.store_requests;

@@ -125,7 +125,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
   std::unique_lock<std::mutex> l(mu);
   double backoff = 0, full_wait = 0;
   while (!stop) {
-    if (retire > 0) {  // FetcherScaling gave a connection back: this one
+    if (retire > 0) {  // FetcherScaling (or SetFetchers) gave a connection back: this one
       --retire;
       --fetchers;
       buffers.SetFetchers(fetchers);
@@ -209,7 +209,7 @@ void StreamingDataset::Impl::FetcherMain(std::unique_ptr<Store> store) {
         fresh.emplace(job.shard, std::move(pin).value());
       }
       cv.notify_all();
-      if (scaling && !cached) ScaleFetchersLocked(l);  // (the shard handed over first: mu may be let go)
+      if (scaling && !by_caller && !cached) ScaleFetchersLocked(l);  // (the shard handed over first: mu may be let go)
       continue;
     }
     const Status& err = pin.status();

@@ -55,7 +55,8 @@ struct StreamingDataset::Impl {
   std::vector<int> fetcher_cpus;                              // the same as a list: given, or chosen at Open
   std::string fetcher_placement;                              // why there (StreamingStats::fetcher_placement)
   std::unique_ptr<FetcherScaling> scaling;  // fetchers = 0: the number is the dataset's to choose (under mu)
-  uint32_t retire = 0;                      // fetchers to stop (FetcherScaling gave one back)
+  uint32_t retire = 0;                      // fetchers to stop (FetcherScaling gave one back, or SetFetchers)
+  bool by_caller = false;                   // SetFetchers took the choice over from `scaling`
   uint64_t reader_waits = 0;                // times a reader waited for a shard not there yet
   uint64_t max_shard = 0, remote_bytes = 0;
   pid_t owner = getpid();

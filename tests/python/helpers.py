@@ -69,15 +69,17 @@ def limited_cgroup(limit_bytes: int, tag: str):
         os.rmdir(cg)
 
 
-def counting_shards(www, shards: int, per_shard: int) -> str:
+def counting_shards(www, shards: int, per_shard: int, width: int = 0) -> str:
     """Writes `shards` TFRecord shards under `www` (made here), each of
-    `per_shard` records {"y": int64}, y counting 0, 1, 2, ... across them,
-    and the index a StreamingDataset reads; returns the folder."""
+    `per_shard` records {"y": int64}, y counting 0, 1, 2, ... across them
+    (with `width`, also "x": float32[width], every value y), and the index a
+    StreamingDataset reads; returns the folder."""
     from stoker.cache import write_index
     from stoker.io import write_tfrecord
     os.makedirs(www)
     for s in range(shards):
+        ys = range(s * per_shard, (s + 1) * per_shard)
         write_tfrecord(os.path.join(www, f"shard-{s:03d}.tfrecord"),
-                       [{"y": np.int64(s * per_shard + i)} for i in range(per_shard)])
+                       [dict(y=np.int64(y), **({"x": np.full(width, y, np.float32)} if width else {})) for y in ys])
     write_index(str(www))
     return str(www)

@@ -270,21 +270,39 @@ def test_its_decisions_are_in_the_trace(tmp_path):
     assert len(marks) == loader.stats(False)["autotune"]["decisions_total"]
 
 
-def test_a_streaming_datasets_fetchers_are_in_the_same_log(tmp_path):
-    """Read by C++ threads, a StreamingDataset scales its own fetchers: the
-    autotuner's log has their changes beside its own decisions."""
+def test_a_streaming_datasets_fetchers_are_one_of_its_knobs(tmp_path):
+    """Read by C++ threads, a StreamingDataset whose fetchers were left to
+    choose (fetchers=None) hands their number to the autotuner: nginx holds
+    each connection to 400 KB/s, the readers wait for downloads, and the
+    tuner adds fetchers and keeps them (each adds to the rate), in the same
+    log as its workers; the dataset's own scaling decides no more, and every
+    sample comes once an epoch."""
     from stoker.cache import StreamingDataset
-    www = counting_shards(tmp_path / "www", 90, 4)
-    server = Nginx(tmp_path / "nginx", www).start()
+    shards, per_shard = 60, 50
+    www = counting_shards(tmp_path / "www", shards, per_shard, width=256)
+    server = Nginx(tmp_path / "nginx", www, slow_rate="400k").start()
     try:
-        ds = StreamingDataset(server.url + "/paced", str(tmp_path / "cache"), max_bytes=0, mode="full",
-                              features={"y": ("int64", ())}, prefetch=1)
-        loader = stoker.DataLoader(ds, batch_size=4, num_workers="auto", prefetch_factor="auto")
-        got = sorted(int(y) for b in loader for y in b["y"])
-        assert got == list(range(360))
-        log = loader.stats(False)["autotune"]["decisions"]
-        fetchers = [d for d in log if d["knob"] == "fetchers"]
-        assert fetchers and fetchers[0]["new"] == fetchers[0]["old"] + 1, log
-        assert "fetcher scaling" in fetchers[0]["reason"]
+        ds = StreamingDataset(server.url + "/slow", str(tmp_path / "cache"), max_bytes=0, mode="full",
+                              features={"x": ("float32", (256,)), "y": ("int64", ())}, shuffle_window=2,
+                              prefetch=8)
+        start = ds.stats()["fetchers"]
+        loader = stoker.DataLoader(ds, batch_size=25, shuffle=True, num_workers="auto", prefetch_factor="auto",
+                                   persistent_workers=True)  # (one tuner: its windows span the 1-2 s epochs)
+        deadline, kept = time.monotonic() + 90, []
+        for epoch in range(1000):
+            loader.set_epoch(epoch)
+            assert sorted(int(y) for b in loader for y in b["y"]) == list(range(shards * per_shard))
+            kept = [d for d in decisions(loader, "fetchers") if d.get("kept") and d["new"] > d["old"]]
+            if kept or time.monotonic() > deadline:
+                break
+        log = loader.stats(False)["autotune"]
+        assert kept, log
+        assert "waited for downloads" in kept[0]["reason"], kept[0]
+        st = ds.stats()
+        assert st["fetchers_by_caller"] and st["fetchers"] > start, st
+        assert log["fetchers"] == st["fetchers"] and "fetchers" in log["tuning"], log
+        del loader  # (its reader threads, before the dataset closes)
+        gc.collect()
+        ds.close()
     finally:
         server.stop()

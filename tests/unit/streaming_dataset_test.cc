@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "cache/lock_fd.h"
 #include "cache/shard_cache.h"
@@ -146,6 +147,57 @@ TEST(Streaming, FullModeThroughTheCppLoaderEverySampleOnce) {
   EXPECT_LE(st.used_bytes, 4 * ShardBytes(dir));
   EXPECT_EQ(st.seen_shards, uint64_t{kShards});
   l.value().reset();
+  ds.value().reset();
+  fs::remove_all(dir);
+}
+
+// SetFetchers: a caller (a loader's autotuner) takes the number of
+// fetchers over from FetcherScaling; they start at once and leave after
+// their download, every epoch still whole; out-of-range counts, a dataset
+// opened with a fixed number and a closed one are refused, saying why.
+TEST(Streaming, SetFetchersTakesTheCountOverAndEveryEpochStaysWhole) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  const std::string dir = MakeRemote("set_fetchers");
+  auto ds = StreamingDataset::Open(Options(dir, StreamingMode::kFull, 2 * ShardBytes(dir)));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  StreamingDataset& d = *ds.value();
+  const StreamingStats before = d.stats();
+  ASSERT_TRUE(before.fetchers_auto);
+  EXPECT_FALSE(before.fetchers_by_caller);
+  ASSERT_GE(before.fetchers_most, 3u);
+  LoaderOptions lo;
+  lo.batch_size = 7;
+  lo.seeded_shuffle = true;
+  lo.num_workers = 2;
+  auto l = Loader::Create(ds.value(), lo);
+  ASSERT_TRUE(l.ok());
+  auto whole = [&] {
+    std::vector<int64_t> ys = Epoch(*l.value());
+    std::sort(ys.begin(), ys.end());
+    ASSERT_EQ(ys.size(), size_t{kShards * kPerShard});
+    for (int i = 0; i < kShards * kPerShard; ++i) ASSERT_EQ(ys[i], i);
+  };
+  for (uint32_t n : {3u, 1u, before.fetchers_most, 2u}) {
+    ASSERT_TRUE(d.SetFetchers(n).ok());
+    whole();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (d.stats().fetchers != n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(d.stats().fetchers, n);
+    EXPECT_TRUE(d.stats().fetchers_by_caller);
+  }
+  EXPECT_NE(d.SetFetchers(0).message().find("from 1 to"), std::string::npos);
+  EXPECT_NE(d.SetFetchers(before.fetchers_most + 1).message().find("fetchers_most"), std::string::npos);
+  l.value().reset();
+  d.Close();
+  EXPECT_TRUE(d.SetFetchers(1).IsClosed());
+  StreamingOptions fixed_o = Options(dir, StreamingMode::kFull, 2 * ShardBytes(dir));
+  fixed_o.local = dir + "/cache_fixed";
+  fixed_o.fetchers = 2;
+  auto fixed = StreamingDataset::Open(fixed_o);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_NE(fixed.value()->SetFetchers(3).message().find("fetchers=None"), std::string::npos);
+  fixed.value().reset();
   ds.value().reset();
   fs::remove_all(dir);
 }
