@@ -53,6 +53,7 @@ void BindEngine(py::module_& m) {
       .def("set_epoch", &Engine::SetEpoch)
       .def("set_shared_seed", &Engine::SetSharedSeed)
       .def_property_readonly("expected_batch_bytes", &Engine::expected_batch_bytes)
+      .def("trim_idle", &Engine::TrimIdle, py::arg("regions"))
       .def_static("check_max_memory", [](uint64_t max_memory) { Check(CheckMaxMemory(max_memory)); })
       .def_static("default_max_memory", &DefaultMaxMemory)
       .def_readonly_static("DEFAULT_MAX_MEMORY", &kDefaultMaxMemory)

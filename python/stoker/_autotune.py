@@ -22,7 +22,9 @@ What it does, one change at a time:
   (private pages outside the pool), as measured, and what a change adds
   (batches in flight, a worker's own memory and the samples it builds)
   stay within MEMORY_SHARE of max_memory; when they no longer fit,
-  prefetch comes down, then workers;
+  prefetch comes down, then workers; idle slots' regions past the batches
+  in flight and held give their pages back at each reading
+  (Engine.trim_idle), so a lower setting reads as what it holds;
 - once the batch size is known, small batches start as deep as an eighth
   of max_memory holds per worker (stoker's own rule for prefetch), and as
   the loop goes through in QUEUE_S;
@@ -228,6 +230,10 @@ class Tuner:
 
     def _read(self) -> _Reading:
         it = self._it
+        # Regions of idle slots past what the batches in flight and held use
+        # (after prefetch or workers came down) give their pages back, so
+        # that the pool's resident bytes read here are what it needs.
+        it._engine.trim_idle(it._pump.prefetch + 2)
         st = it._engine.stats(False)
         self._pool_bytes = st["arena_bytes"]  # (resident: _memory)
         return _Reading(time.monotonic(), it._stats.total_batches, it._stats.total_stall, it._pump.no_room_wait_s(),

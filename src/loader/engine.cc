@@ -245,6 +245,11 @@ void Engine::Evict(uint32_t slot) {
   Release(slot);
 }
 
+uint64_t Engine::TrimIdle(uint32_t regions) {
+  std::lock_guard<std::mutex> g(mu_);
+  return pool_.TrimIdle(regions);
+}
+
 void Engine::Release(uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
   pool_.Release(slot);

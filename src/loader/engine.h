@@ -170,6 +170,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // The workers that take batches now (the scheduler's active count, at most
   // num_workers): ShouldCopyOut leaves room for a batch of each.
   void SetActiveWorkers(uint32_t n) { active_workers_.store(n, std::memory_order_relaxed); }
+  // SlotPool::TrimIdle: at most `regions` regions stay backed (an
+  // autotuner that lowered prefetch or workers gives the rest back).
+  uint64_t TrimIdle(uint32_t regions);
 
   // In-process loading (num_workers == 0): takes a free slot with a region
   // of at least `bytes` for the caller to fill (then CompleteLocal makes it

@@ -142,6 +142,27 @@ Result<bool> SlotPool::SizeRegion(uint32_t slot, uint64_t bytes, bool writer_bac
   return true;
 }
 
+uint64_t SlotPool::TrimIdle(uint32_t regions) {
+  uint32_t with = 0;  // regions of slots in use
+  for (const Slot& s : slots_)
+    if (s.capacity && s.state != SlotState::kFree) ++with;
+  uint32_t keep = regions > with ? regions - with : 0;
+  for (size_t i = free_.size(); i-- > 0;) {  // (the top of the stack is the warmest)
+    Slot& s = slots_[free_[i]];
+    if (s.capacity == 0) continue;
+    if (keep > 0) {
+      --keep;
+      continue;
+    }
+    FreeRegion(s);
+  }
+  uint64_t given = 0;
+  for (auto [o, len] : alloc_.DiscardFree()) {
+    if (arena_->Discard(o, len).ok()) given += len;
+  }
+  return given;
+}
+
 void SlotPool::FreeRegion(Slot& s) {
   if (cuda_) cuda_->Unregister(arena_->base() + s.offset);  // before its pages can be given back
   alloc_.Free(s.offset, s.capacity);

@@ -73,6 +73,13 @@ class SlotPool {
   // READY/HELD -> FREE, or fenced (HELD, CUDA on).  A second release, or one
   // of a slot in another state, does nothing.
   void Release(uint32_t slot);
+  // Gives back the pages of idle free slots' regions, coldest first, so that
+  // at most `regions` regions stay (those of slots in use count first; the
+  // warmest free ones keep theirs), and every other free range of the
+  // arena: a loader that lowered its prefetch or workers needs fewer, and
+  // idle regions count in the machine's memory until given back.  Returns
+  // the bytes given back.
+  uint64_t TrimIdle(uint32_t regions);
   // Every slot DISPATCHED to `worker` -> FREE (regions kept): it died.
   // `worker_of(slot)` reads the worker a slot was dispatched to.
   template <typename WorkerOf>

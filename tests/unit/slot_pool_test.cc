@@ -100,6 +100,32 @@ TEST(SlotPool, RegionsStayWithinTheBudgetAndComeBackFromIdleSlots) {
   EXPECT_NE(huge.status().message().find("max_memory=1048576"), std::string::npos) << huge.status().ToString();
 }
 
+// TrimIdle: idle free regions give their pages back, coldest first, the
+// regions of slots in use counting first; the pool goes on as before.
+TEST(SlotPool, TrimIdleGivesBackIdleRegionsColdestFirst) {
+  Pool p(4 << 20);
+  SlotPool& s = p.pool;
+  const uint64_t part = 256 << 10;
+  uint32_t slots[4];
+  for (uint32_t& x : slots) x = Held(s, part);
+  s.Release(slots[0]), s.Release(slots[1]), s.Release(slots[2]);  // slots[2]: the warmest free
+  const uint64_t before = s.resident_bytes();
+  EXPECT_GE(before, 4 * part);
+  // 2 regions stay: slots[3]'s (held) and the warmest free one's.
+  EXPECT_GE(s.TrimIdle(2), 2 * part);
+  EXPECT_EQ(s[slots[3]].capacity, part);
+  EXPECT_EQ(s[slots[2]].capacity, part);
+  EXPECT_EQ(s[slots[0]].capacity, 0u);
+  EXPECT_EQ(s[slots[1]].capacity, 0u);
+  EXPECT_LE(s.resident_bytes(), before - 2 * part);
+  EXPECT_EQ(s.TrimIdle(2), 0u) << "nothing more to give back";
+  EXPECT_EQ(s.TrimIdle(0), part) << "the free one's region; the held one keeps its own";
+  EXPECT_EQ(s[slots[3]].capacity, part);
+  // The pool goes on: regions are made again as batches come.
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_GE(s[Held(s, part)].capacity, part);
+  EXPECT_EQ(s.free_count(), 0u);
+}
+
 TEST(SlotPool, LearnsTheBatchSizeAndAddsHeadroomOnceSizesVary) {
   Pool p(64 << 20);
   SlotPool& s = p.pool;
