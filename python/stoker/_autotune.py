@@ -180,6 +180,8 @@ class Tuner:
         self.t0 = time.monotonic()
         self.fetchers, self.top_fetchers, self._stream = None, 0, None
         self._take_fetchers(it)
+        if self.trial is not None and self.trial[0] == "fetchers" and self.fetchers is None:
+            self.trial = None  # (the dataset's fetchers are no longer this loader's to tune)
         self._base = self._read()
 
     def _take_fetchers(self, it):

@@ -82,6 +82,25 @@ std::vector<int64_t> Epoch(Loader& l) {
   return ys;
 }
 
+// A loader of batches of 7, shuffled, read by 2 threads.
+std::unique_ptr<Loader> ShuffledLoader(std::shared_ptr<StreamingDataset> ds) {
+  LoaderOptions lo;
+  lo.batch_size = 7;
+  lo.seeded_shuffle = true;
+  lo.num_workers = 2;
+  auto l = Loader::Create(std::move(ds), lo);
+  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  return l.ok() ? std::move(l).value() : nullptr;
+}
+
+// An epoch of `l` gives every sample of the remote once.
+void EverySampleOnce(Loader& l) {
+  std::vector<int64_t> ys = Epoch(l);
+  std::sort(ys.begin(), ys.end());
+  ASSERT_EQ(ys.size(), size_t{kShards * kPerShard});
+  for (int i = 0; i < kShards * kPerShard; ++i) ASSERT_EQ(ys[i], i);
+}
+
 // A worker process's reader (StreamingDataset::OpenReader): every sample of
 // the full epoch from the shard that holds it, each shard fetched into the
 // shared cache directory on first use, with no fetcher threads; the modes
@@ -128,25 +147,16 @@ TEST(Streaming, FullModeThroughTheCppLoaderEverySampleOnce) {
   auto ds = StreamingDataset::Open(Options(dir, StreamingMode::kFull, 4 * ShardBytes(dir)));
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
   EXPECT_EQ(ds.value()->size(), uint64_t{kShards * kPerShard});
-  LoaderOptions lo;
-  lo.batch_size = 7;
-  lo.seeded_shuffle = true;
-  lo.num_workers = 2;
-  auto l = Loader::Create(ds.value(), lo);
-  ASSERT_TRUE(l.ok());
-  for (int e = 0; e < 2; ++e) {
-    std::vector<int64_t> ys = Epoch(*l.value());
-    std::sort(ys.begin(), ys.end());
-    ASSERT_EQ(ys.size(), size_t{kShards * kPerShard});
-    for (int i = 0; i < kShards * kPerShard; ++i) ASSERT_EQ(ys[i], i);
-  }
+  std::unique_ptr<Loader> l = ShuffledLoader(ds.value());
+  ASSERT_TRUE(l);
+  for (int e = 0; e < 2; ++e) EverySampleOnce(*l);
   const StreamingStats st = ds.value()->stats();
   EXPECT_EQ(st.evictions, 0u);  // what does not fit streams through memory
   EXPECT_GE(st.streamed, 2u * (kShards - 4));
   EXPECT_GE(st.hits, 3u);  // epoch 2 reads what the cache kept
   EXPECT_LE(st.used_bytes, 4 * ShardBytes(dir));
   EXPECT_EQ(st.seen_shards, uint64_t{kShards});
-  l.value().reset();
+  l.reset();
   ds.value().reset();
   fs::remove_all(dir);
 }
@@ -165,21 +175,11 @@ TEST(Streaming, SetFetchersTakesTheCountOverAndEveryEpochStaysWhole) {
   ASSERT_TRUE(before.fetchers_auto);
   EXPECT_FALSE(before.fetchers_by_caller);
   ASSERT_GE(before.fetchers_most, 3u);
-  LoaderOptions lo;
-  lo.batch_size = 7;
-  lo.seeded_shuffle = true;
-  lo.num_workers = 2;
-  auto l = Loader::Create(ds.value(), lo);
-  ASSERT_TRUE(l.ok());
-  auto whole = [&] {
-    std::vector<int64_t> ys = Epoch(*l.value());
-    std::sort(ys.begin(), ys.end());
-    ASSERT_EQ(ys.size(), size_t{kShards * kPerShard});
-    for (int i = 0; i < kShards * kPerShard; ++i) ASSERT_EQ(ys[i], i);
-  };
+  std::unique_ptr<Loader> l = ShuffledLoader(ds.value());
+  ASSERT_TRUE(l);
   for (uint32_t n : {3u, 1u, before.fetchers_most, 2u}) {
     ASSERT_TRUE(d.SetFetchers(n).ok());
-    whole();
+    EverySampleOnce(*l);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (d.stats().fetchers != n && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -188,7 +188,7 @@ TEST(Streaming, SetFetchersTakesTheCountOverAndEveryEpochStaysWhole) {
   }
   EXPECT_NE(d.SetFetchers(0).message().find("from 1 to"), std::string::npos);
   EXPECT_NE(d.SetFetchers(before.fetchers_most + 1).message().find("fetchers_most"), std::string::npos);
-  l.value().reset();
+  l.reset();
   d.Close();
   EXPECT_TRUE(d.SetFetchers(1).IsClosed());
   StreamingOptions fixed_o = Options(dir, StreamingMode::kFull, 2 * ShardBytes(dir));
