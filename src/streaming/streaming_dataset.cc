@@ -92,19 +92,7 @@ Status StreamingDataset::SetFetchers(uint32_t n) {
   }
   const uint32_t cancel = std::min(m.retire, n - staying);
   m.retire -= cancel;
-  for (uint32_t more = n - staying - cancel; more > 0; --more) {
-    l.unlock();  // (a connection is opened outside mu: the readers take it)
-    Result<std::unique_ptr<Store>> store = m.open_store();
-    l.lock();
-    if (m.stop) return Status::Closed(m.Describe() + ": closed while fetchers were being added");
-    if (!store.ok())
-      return Status::IOError(m.Describe() + ": a fetcher more could not open the store: " + store.status().message());
-    Status st = m.StartFetcher(std::move(store).value());
-    ++m.fetchers;  // (running, even if confining it failed)
-    m.buffers.SetFetchers(m.fetchers);
-    m.cv.notify_all();
-    if (!st.ok()) return st;
-  }
+  for (uint32_t more = n - staying - cancel; more > 0; --more) STOKER_RETURN_IF_ERROR(m.AddFetcherLocked(l));
   return Status::OK();
 }
 

@@ -269,20 +269,22 @@ void StreamingDataset::Impl::ScaleFetchersLocked(std::unique_lock<std::mutex>& l
     return;
   }
   if (step == 0) return;
-  // One more connection, opened outside mu (the readers take it).
+  Status st = AddFetcherLocked(l);
+  if (!st.ok() && !st.IsClosed()) last_error = st.message();  // (the connections running go on)
+}
+
+Status StreamingDataset::Impl::AddFetcherLocked(std::unique_lock<std::mutex>& l) {
   l.unlock();
   Result<std::unique_ptr<Store>> store = open_store();
   l.lock();
-  if (stop) return;
-  if (!store.ok()) {  // (the connections running go on)
-    last_error = "a fetcher more could not open the store: " + store.status().message();
-    return;
-  }
+  if (stop) return Status::Closed(Describe() + ": closed while a fetcher was being added");
+  if (!store.ok())
+    return Status::IOError(Describe() + ": a fetcher more could not open the store: " + store.status().message());
   Status st = StartFetcher(std::move(store).value());
   ++fetchers;  // (running, even if confining it failed)
   buffers.SetFetchers(fetchers);
-  if (!st.ok()) last_error = st.message();
   cv.notify_all();
+  return st;
 }
 
 StreamBuffer* StreamingDataset::Impl::AcquireBufferLocked(const std::shared_ptr<Epoch>& ep, int64_t place,

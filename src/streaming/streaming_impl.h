@@ -177,6 +177,9 @@ struct StreamingDataset::Impl {
   // Under mu (released meanwhile): after a download, FetcherScaling's
   // verdict carried out (a fetcher more, or one to retire).
   void ScaleFetchersLocked(std::unique_lock<std::mutex>& l);
+  // Under mu (released meanwhile): one fetcher more, on a connection opened
+  // outside mu (the readers take it); Closed if the dataset closed meanwhile.
+  Status AddFetcherLocked(std::unique_lock<std::mutex>& l);
   // Under mu: a stream buffer for `ep`'s shard at `place` in its order, or
   // null (counted in stats).
   StreamBuffer* AcquireBufferLocked(const std::shared_ptr<Epoch>& ep, int64_t place, bool speculative);
