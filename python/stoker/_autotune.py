@@ -14,7 +14,9 @@ batches, or MAX_WINDOW_S) is what the loader already counts:
   StreamingDataset's shard not fetched yet);
 - runnable: threads of the process tree running or waiting for a core, on
   average (/proc/<pid>/task/<tid>/schedstat);
-- cost: worker seconds per batch, the workload's signature.
+- cost: worker seconds per batch, the workload's signature (busy seconds
+  count the wait for a core too: where more threads are runnable than
+  there are cores, they are scaled by cores / runnable).
 
 What it does, one change at a time:
 
@@ -46,9 +48,11 @@ What it does, one change at a time:
   (for a fetcher, FETCH_WINDOW_S at least: shards come in bursts) is
   compared with the window before the change: an addition that does not
   gain GAIN (GAIN_WORKER for worker processes: a process costs memory and a
-  share of the cores) is undone and not tried again, a removal that loses more than
-  GAIN is undone; until the workload changes (worker seconds per batch by
-  CHANGE either way): then every knob is open again.
+  share of the cores; GAIN_THREAD for a native dataset's reader threads,
+  which cost neither) is undone and not tried again, a removal that loses
+  more than GAIN is undone; until the workload changes (worker seconds per
+  batch by CHANGE either way, compared at one worker count): then every
+  knob is open again.
 
 Worker processes (or a native dataset's C++ reader threads) start when the
 count rises (a worker that ran before goes on with its random streams from
@@ -79,6 +83,7 @@ STALL = 0.10
 IDLE = 0.03
 GAIN = 1.05
 GAIN_WORKER = 1.10
+GAIN_THREAD = 1.02
 CHANGE = 1.6
 QUEUE_S = 0.5
 MEMORY_EVERY_S = 2.0
@@ -162,7 +167,8 @@ class Tuner:
         c = self._carried
         self.top_n, self.top_depth = min(c.get("top_n", self.cap), self.cap), c.get("top_depth", MAX_DEPTH)
         self.bottom_n, self.closed_cost = c.get("bottom_n", 1), c.get("closed_cost")  # (closed_cost: when a
-        # trial closed a knob, the worker seconds per batch)
+        # trial closed a knob, the worker seconds per batch, with closed_n workers)
+        self.closed_n = c.get("closed_n")
         # (knob, old, new, the rate before, worker seconds per batch before,
         # depth before): a change on trial, judged by the next window, that
         # of the next iterator where this one ended first (short epochs)
@@ -249,13 +255,15 @@ class Tuner:
         store = [max(0.0, y - x) for x, y in zip(a.store_wait, b.store_wait)]
         active = busy[:self.n] if self.workers else busy
         waited = store[:len(active)]
+        runnable = max(0.0, b.runnable - a.runnable) / dt
+        core_share = min(1.0, cores() / runnable) if runnable > 0 else 1.0  # (of a busy second, on a core)
         return {"window_s": round(dt, 3), "batches_per_s": round(batches / dt, 2),
                 "stall": round(min(1.0, (b.stall - a.stall) / dt), 3),
                 "memory_wait": round(min(1.0, max(0.0, b.no_room - a.no_room) / dt), 3),
                 "busy": round(sum(active) / dt / max(1, len(active)), 3),
                 "store_wait": round(min(1.0, sum(waited) / sum(active)) if sum(active) > 0 else 0.0, 3),
-                "runnable": round(max(0.0, b.runnable - a.runnable) / dt, 2),
-                "cost_s": sum(busy) / batches if batches else 0.0}
+                "runnable": round(runnable, 2),
+                "cost_s": sum(busy) * core_share / batches if batches else 0.0}
 
     def _memory(self, n: int, depth: int) -> tuple:
         """(bytes the loader would hold with n workers at depth, the bytes it
@@ -330,7 +338,13 @@ class Tuner:
         if self.trial is not None and not self._judge(m):
             return  # (undone: the next window measures the setting before it again)
         cost = m["cost_s"]
-        if self.closed_cost and cost > 0 and max(cost / self.closed_cost, self.closed_cost / cost) > CHANGE:
+        if self.closed_cost and cost > 0 and self.closed_n != self.n:
+            # (a worker's busy time counts its wait for a core too: with more
+            # workers than cores a batch costs more worker seconds, the
+            # workload the same; its signature is taken again at this count)
+            self.closed_cost, self.closed_n = cost, self.n
+            self._carried.update(closed_cost=cost, closed_n=self.n)
+        elif self.closed_cost and cost > 0 and max(cost / self.closed_cost, self.closed_cost / cost) > CHANGE:
             self._record("workload", round(self.closed_cost, 6), round(cost, 6), m,
                          f"worker seconds per batch changed {cost / self.closed_cost:.2f}x: every knob open again")
             self.top_n, self.top_depth, self.bottom_n, self.closed_cost = self.cap, MAX_DEPTH, 1, None
@@ -471,8 +485,9 @@ class Tuner:
         self.trial = self._carried["trial"] = None
         gain = m["batches_per_s"] / before if before > 0 else float("inf")
         last = self.decisions[-1] if self.decisions else {}
-        # (a worker process more costs memory and a share of the cores; a reader thread, little memory)
-        need = GAIN_WORKER if knob == "num_workers" and self._it._native_ds is None else GAIN
+        # (a worker process more costs memory and a share of the cores; a reader thread costs little
+        # memory, and none of the cores while it waits for one: a gain past the noise keeps it)
+        need = GAIN if knob != "num_workers" else GAIN_THREAD if self._it._native_ds is not None else GAIN_WORKER
         keep = gain >= need if new > old else gain >= 1 / GAIN
         # (workers or fetchers that paid nearly in proportion: the next step doubles them)
         linear = keep and new > old and gain >= 0.9 * new / old
@@ -493,7 +508,8 @@ class Tuner:
                 self.top_depth = old
         else:
             self.bottom_n = old
-        self.closed_cost = cost or self.closed_cost  # (the workload as it was with `old`)
+        if cost:  # (the workload as it was with `old`)
+            self.closed_cost, self.closed_n = cost, old if knob == "num_workers" else self.n
         why = f"the loop no longer waits ({m['stall']:.0%})" if new > old and m["stall"] < IDLE else \
             f"{new} gave {gain:.2f}x the rate with {old}"
         self._set(knob, old, m, f"{why}: back to {old}", old_depth if knob == "num_workers" else None)
@@ -530,7 +546,8 @@ class Tuner:
         self.decisions.append(d)
         self.count += 1
         self._carried.update(n=self.n, depth=self.depth, top_n=self.top_n, top_depth=self.top_depth,
-                             bottom_n=self.bottom_n, closed_cost=self.closed_cost, count=self.count)
+                             bottom_n=self.bottom_n, closed_cost=self.closed_cost, closed_n=self.closed_n,
+                             count=self.count)
         if self.fetchers is not None:
             self._carried["top_fetchers"] = self.top_fetchers
         logger.info("stoker autotune: %s %s -> %s (%s)", knob, old, new, why)

@@ -257,6 +257,37 @@ def test_native_reader_threads_come_and_go_under_the_schedule(tmp_path):
     assert got == list(range(20_000))
 
 
+def test_a_worker_count_it_kept_is_not_taken_for_a_change_of_workload(tmp_path):
+    """A worker's busy time counts its wait for a core: with more workers
+    than cores a batch costs more worker seconds, the workload the same.
+    After a kept worker trial the workload's signature is taken again at the
+    new count; a change at one count (4x) opens every knob again."""
+    path = tmp_path / "r.bin"
+    np.arange(4096, dtype=np.int64).tofile(path)
+    loader = stoker.DataLoader(RawDataset(str(path), "int64", (1,)), batch_size=8, num_workers="auto")
+    it = iter(loader)
+    t = it._tuner
+    t.noted.add("seeded")  # (the measurements are the test's: no start depth from them)
+
+    def m(rate, cost):  # (a window where the loop waits a little: no knob moves of itself)
+        return {"window_s": 0.5, "batches_per_s": rate, "stall": 0.05, "memory_wait": 0.0, "busy": 0.9,
+                "store_wait": 0.0, "runnable": 2.0, "cost_s": cost}
+
+    t._set("num_workers", 2, {}, "the test's")
+    t._try("num_workers", 4, m(50, 0.04), "the test's")
+    t._decide(m(45, 0.08))  # 4 lose: back to 2, the knob closed above 3
+    assert (t.n, t.top_n) == (2, 3) and not decisions(loader, "workload")
+    t._try("num_workers", 3, m(50, 0.04), "the test's")
+    t._decide(m(60, 0.06))  # kept, and each batch costs 1.5x the worker seconds
+    t._decide(m(60, 0.066))  # 1.65x those at 2 workers, the same at 3
+    t._decide(m(61, 0.064))
+    assert t.n == 3 and not decisions(loader, "workload"), loader.stats(False)["autotune"]["decisions"]
+    t._decide(m(20, 0.26))  # 4x at the same count: the workload changed
+    (d,) = decisions(loader, "workload")
+    assert "every knob open again" in d["reason"] and t.top_n == t.cap
+    it._shutdown_workers()
+
+
 def test_its_decisions_are_in_the_trace(tmp_path):
     path = str(tmp_path / "run.json")
     loader = stoker.DataLoader(Sleepy(1200, cost=0.004), batch_size=8, num_workers="auto")
