@@ -23,7 +23,7 @@ What it does, one change at a time:
 - memory first: the slot pool's resident bytes and the workers' own memory
   (private pages outside the pool), as measured, and what a change adds
   (batches in flight, a worker's own memory and the samples it builds)
-  stay within MEMORY_SHARE of max_memory; when they no longer fit,
+  stay within MEMORY_SHARE (_autotune_gauge.py) of max_memory; when they no longer fit,
   prefetch comes down, then workers; idle slots' regions past the batches
   in flight and held give their pages back at each reading
   (Engine.trim_idle), so a lower setting reads as what it holds;
@@ -51,8 +51,9 @@ What it does, one change at a time:
   share of the cores; GAIN_THREAD for a native dataset's reader threads,
   which cost neither) is undone and not tried again, a removal that loses
   more than GAIN is undone; until the workload changes (worker seconds per
-  batch by CHANGE either way, compared at one worker count): then every
-  knob is open again.
+  batch by CHANGE either way, from one window to the next or since the
+  trial that closed a knob at the same worker count): then every knob is
+  open again, and a change on trial is undone unjudged.
 
 Worker processes (or a native dataset's C++ reader threads) start when the
 count rises (a worker that ran before goes on with its random streams from
@@ -66,13 +67,12 @@ from __future__ import annotations
 import collections
 import json
 import logging
-import os
 import time
 import weakref
 from typing import Optional
 
 from stoker import _native as N
-from stoker._procfs import runnable_seconds
+from stoker._autotune_gauge import Gauge, Reading, cores
 
 AUTO = "auto"
 WINDOW_S = 0.5
@@ -86,21 +86,12 @@ GAIN_WORKER = 1.10
 GAIN_THREAD = 1.02
 CHANGE = 1.6
 QUEUE_S = 0.5
-MEMORY_EVERY_S = 2.0
-MEMORY_SHARE = 0.85  # of max_memory the model may plan: the rest is for what it does not see
 MAX_DEPTH = 32
 STORE_BOUND = 0.5  # the readers wait for downloads this share of their busy time: the store is the bound
 FETCH_WINDOW_S = 1.0
 RETIRE_GRACE_S = 5.0
 
 logger = logging.getLogger("stoker")
-
-
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def max_workers() -> int:
@@ -123,9 +114,6 @@ def deep_prefetch(max_memory: int, workers: int, batch_bytes: int) -> int:
     of max_memory holds, between torch's 2 and MAX_DEPTH (stoker's own rule
     when prefetch_factor is left unset, and the autotuner's start)."""
     return max(2, min(MAX_DEPTH, max_memory // (8 * max(1, workers) * batch_bytes)))
-
-
-_Reading = collections.namedtuple("_Reading", "t batches stall no_room busy store_wait runnable")
 
 
 def saved_schedule(it, resume: Optional[dict], batch_size) -> list:
@@ -181,8 +169,8 @@ class Tuner:
         self.linear = c.get("linear", False)  # the last worker trial paid in proportion
         self.linear_fetchers = c.get("linear_fetchers", False)  # the same for fetchers
         self._settle_at = 0  # the window after a change starts once the loop has this many batches
-        self._own = {}  # worker pid -> (when read, its own memory: _worker_memory)
-        self._pool_bytes = 0  # the slot pool's resident bytes at the last read
+        self.gauge = Gauge(self._it)
+        self._last_cost = None  # worker seconds per batch in the last window decided on
         self.t0 = time.monotonic()
         self.fetchers, self.top_fetchers, self._stream = None, 0, None
         self._take_fetchers(it)
@@ -231,81 +219,16 @@ class Tuner:
         self._it._pump.set_active_workers(self.n)
         self._it._pump.prefetch = self.depth * self.n
 
-    # ---- what it sees ----------------------------------------------------
+    # ---- what it sees (_autotune_gauge.py) ------------------------------
 
-    def _pids(self):  # (C++ reader threads are this process's)
-        return [os.getpid()] + [w.pid for w in self._it._workers if w is not None and w.pid]
+    def _read(self) -> Reading:
+        return self.gauge.read()
 
-    def _read(self) -> _Reading:
-        it = self._it
-        # Regions of idle slots past what the batches in flight and held use
-        # (after prefetch or workers came down) give their pages back, so
-        # that the pool's resident bytes read here are what it needs.
-        it._engine.trim_idle(it._pump.prefetch + 2)
-        st = it._engine.stats(False)
-        self._pool_bytes = st["arena_bytes"]  # (resident: _memory)
-        return _Reading(time.monotonic(), it._stats.total_batches, it._stats.total_stall, it._pump.no_room_wait_s(),
-                        [w["busy_s"] for w in st["workers"]],
-                        [w["stage_s"].get("wait_store", 0.0) for w in st["workers"]], runnable_seconds(self._pids()))
-
-    def _measure(self, a: _Reading, b: _Reading) -> dict:
-        dt = max(b.t - a.t, 1e-9)
-        batches = b.batches - a.batches
-        busy = [max(0.0, y - x) for x, y in zip(a.busy, b.busy)]
-        store = [max(0.0, y - x) for x, y in zip(a.store_wait, b.store_wait)]
-        active = busy[:self.n] if self.workers else busy
-        waited = store[:len(active)]
-        runnable = max(0.0, b.runnable - a.runnable) / dt
-        core_share = min(1.0, cores() / runnable) if runnable > 0 else 1.0  # (of a busy second, on a core)
-        return {"window_s": round(dt, 3), "batches_per_s": round(batches / dt, 2),
-                "stall": round(min(1.0, (b.stall - a.stall) / dt), 3),
-                "memory_wait": round(min(1.0, max(0.0, b.no_room - a.no_room) / dt), 3),
-                "busy": round(sum(active) / dt / max(1, len(active)), 3),
-                "store_wait": round(min(1.0, sum(waited) / sum(active)) if sum(active) > 0 else 0.0, 3),
-                "runnable": round(runnable, 2),
-                "cost_s": sum(busy) * core_share / batches if batches else 0.0}
+    def _measure(self, a: Reading, b: Reading) -> dict:
+        return self.gauge.measure(a, b, self.n, self.workers)
 
     def _memory(self, n: int, depth: int) -> tuple:
-        """(bytes the loader would hold with n workers at depth, the bytes it
-        may plan: MEMORY_SHARE of max_memory, the rest for what this does not
-        see: a worker's peak between two reads, the main process's batch
-        objects).  What it holds now, measured (the slot pool's resident
-        bytes, at least the batches in flight and one held; each active
-        worker's own memory), and what the change adds: batches in flight
-        more, and for each worker more the largest worker's own memory and
-        the samples of a batch it builds."""
-        it = self._it
-        batch = it._engine.expected_batch_bytes
-        pool = max(self._pool_bytes, (self.depth * self.n + 1) * batch) + \
-            max(0, depth * n - self.depth * self.n) * batch
-        if not self.workers or it._native_ds is not None:  # (reader threads: the process's own memory)
-            return pool, int(MEMORY_SHARE * it._max_memory)
-        own = self._worker_memory()
-        largest = max(own, default=0)
-        return pool + sum(own) + max(0, n - len(own)) * (largest + batch), int(MEMORY_SHARE * it._max_memory)
-
-    def _worker_memory(self) -> list:
-        """Each active worker's own memory: its private pages (not those it
-        still shares with the process it was forked from) outside the slot
-        pool (the batches it writes there are the pool's, counted once),
-        each worker read again at most every MEMORY_EVERY_S, one read per
-        call (a worker forked from a process that maps much memory takes
-        milliseconds to read: the loop's thread pays for it); a worker not
-        read yet counts as the largest."""
-        live = {w.pid for w in self._it._workers[:self.n] if w is not None and w.pid}
-        for pid in list(self._own):
-            if pid not in live:
-                del self._own[pid]
-        now = time.monotonic()
-        stale = [p for p in live if now - self._own.get(p, (-1e9, 0))[0] >= MEMORY_EVERY_S]
-        if stale:
-            pid = min(stale, key=lambda p: self._own.get(p, (-1e9, 0))[0])
-            try:
-                self._own[pid] = (now, N.lib.private_bytes_outside(pid, "stoker-arena"))
-            except Exception:  # noqa: BLE001 - a worker that just left
-                pass
-        known = [u for _t, u in self._own.values()]
-        return known + [max(known, default=0)] * (len(live) - len(known))
+        return self.gauge.memory(n, depth, self.n, self.depth, self.workers)
 
     def _fits(self, n: int, depth: int) -> bool:
         need, budget = self._memory(n, depth)
@@ -335,9 +258,13 @@ class Tuner:
         self._decide(m)
 
     def _decide(self, m: dict):
+        cost = m["cost_s"]
+        last, self._last_cost = self._last_cost, cost
+        if last and cost > 0 and max(cost / last, last / cost) > CHANGE:
+            self._workload_changed(last, m, "from one window to the next")
+            return
         if self.trial is not None and not self._judge(m):
             return  # (undone: the next window measures the setting before it again)
-        cost = m["cost_s"]
         if self.closed_cost and cost > 0 and self.closed_n != self.n:
             # (a worker's busy time counts its wait for a core too: with more
             # workers than cores a batch costs more worker seconds, the
@@ -345,12 +272,7 @@ class Tuner:
             self.closed_cost, self.closed_n = cost, self.n
             self._carried.update(closed_cost=cost, closed_n=self.n)
         elif self.closed_cost and cost > 0 and max(cost / self.closed_cost, self.closed_cost / cost) > CHANGE:
-            self._record("workload", round(self.closed_cost, 6), round(cost, 6), m,
-                         f"worker seconds per batch changed {cost / self.closed_cost:.2f}x: every knob open again")
-            self.top_n, self.top_depth, self.bottom_n, self.closed_cost = self.cap, MAX_DEPTH, 1, None
-            if self.fetchers is not None:
-                self.top_fetchers = self._stream.stats()["fetchers_most"]
-            self.noted -= {"held", "memory"}  # (said again if they hold again)
+            self._workload_changed(self.closed_cost, m, "since a trial closed a knob")
         if self._shed(m) or self._seed_depth(m):
             return
         if m["stall"] > STALL:
@@ -374,6 +296,27 @@ class Tuner:
             self._try("num_workers", self.n - 1, m,
                       f"the loop waited {m['stall']:.0%} of the time, {self.n} workers busy {m['busy']:.0%}: "
                       f"{self.n - 1} may carry the work")
+
+    def _workload_changed(self, was: float, m: dict, when: str):
+        """Worker seconds per batch moved by CHANGE: every knob is open
+        again.  A change on trial is undone unjudged (its window and the one
+        before it measured two workloads), and the next window starts once
+        the batches in flight, made the old way, are through."""
+        cost = m["cost_s"]
+        self._record("workload", round(was, 6), round(cost, 6), m,
+                     f"worker seconds per batch changed {cost / was:.2f}x {when}: every knob open again")
+        self.top_n, self.top_depth, self.bottom_n, self.closed_cost = self.cap, MAX_DEPTH, 1, None
+        if self.fetchers is not None:
+            self.top_fetchers = self._stream.stats()["fetchers_most"]
+        self.noted -= {"held", "memory"}  # (said again if they hold again)
+        if self.trial is not None:
+            knob, old, new, _rate, _cost, old_depth = self.trial
+            self.trial = self._carried["trial"] = None
+            self._set(knob, old, m, f"{new} was on trial when the workload changed: back to {old}, to measure again",
+                      old_depth if knob == "num_workers" else None)
+        self._settle_at = self._it._stats.total_batches + self._it._pump.prefetch
+        self._last_cost = None  # (the next window is the new workload's first)
+        self.skip = True
 
     def _depth_cap(self, m: dict) -> int:
         """The most batches in flight per worker the loop takes QUEUE_S to

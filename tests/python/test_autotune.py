@@ -288,6 +288,41 @@ def test_a_worker_count_it_kept_is_not_taken_for_a_change_of_workload(tmp_path):
     it._shutdown_workers()
 
 
+def test_a_workload_that_changes_under_a_trial_leaves_no_knob_closed(tmp_path):
+    """The per-sample cost rises 2.4x while a worker more is on trial: its
+    window and the one before measured two workloads, so the trial is undone
+    unjudged, no knob closes, and the next trial starts from the new
+    workload's own windows.  (Judged, it compared the new workload's rate
+    with the old one's batches: 0.95x, closed; the loop then waited 71% at 2
+    workers for good.)"""
+    path = tmp_path / "r.bin"
+    np.arange(4096, dtype=np.int64).tofile(path)
+    loader = stoker.DataLoader(RawDataset(str(path), "int64", (1,)), batch_size=8, num_workers="auto")
+    it = iter(loader)
+    t = it._tuner
+    t.noted.add("seeded")
+
+    def m(rate, cost, stall=0.05):
+        return {"window_s": 0.5, "batches_per_s": rate, "stall": stall, "memory_wait": 0.0, "busy": 1.0,
+                "store_wait": 0.0, "runnable": 1.0, "cost_s": cost}
+
+    t._set("num_workers", 2, {}, "the test's")
+    t._decide(m(200, 0.01))
+    t._try("num_workers", 3, m(200, 0.01), "the test's")
+    t._decide(m(150, 0.024))  # the trial's window: the cost moved 2.4x from the window before
+    (d,) = decisions(loader, "workload")
+    assert "from one window to the next" in d["reason"]
+    assert t.trial is None and t.n == 2 and t.top_n == t.cap  # undone, nothing closed
+    assert "on trial when the workload changed" in decisions(loader)[-1]["reason"]
+    t.skip = False
+    t._decide(m(62, 0.032, stall=0.7))  # the new workload's first window: the loop waits, so one more
+    assert t.trial is not None and t.trial[:3] == ("num_workers", 2, 3)
+    t._decide(m(93, 0.032, stall=0.5))  # 1.5x: kept, in proportion, and the loop still waits: 6 on trial
+    assert [d for d in decisions(loader) if d["new"] == 3][-1]["kept"] and t.trial[:3] == ("num_workers", 3, 6)
+    assert len(decisions(loader, "workload")) == 1
+    it._shutdown_workers()
+
+
 def test_its_decisions_are_in_the_trace(tmp_path):
     path = str(tmp_path / "run.json")
     loader = stoker.DataLoader(Sleepy(1200, cost=0.004), batch_size=8, num_workers="auto")
