@@ -125,7 +125,7 @@ Result<bool> SlotPool::SizeRegion(uint32_t slot, uint64_t bytes, bool writer_bac
     off = alloc_.Allocate(bytes);
   }
   if (!off && alloc_.warm_free() > 0) {
-    for (auto [o, len] : alloc_.DiscardFree()) (void)arena_->Discard(o, len);
+    (void)DiscardWarmFree();
     off = alloc_.Allocate(bytes);
   }
   if (!off) return false;  // busy: what is in flight or held must come back first
@@ -156,6 +156,11 @@ uint64_t SlotPool::TrimIdle(uint32_t regions) {
     }
     FreeRegion(s);
   }
+  return DiscardWarmFree();
+}
+
+uint64_t SlotPool::DiscardWarmFree() {
+  if (alloc_.warm_free() == 0) return 0;
   uint64_t given = 0;
   for (auto [o, len] : alloc_.DiscardFree()) {
     if (arena_->Discard(o, len).ok()) given += len;

@@ -137,6 +137,9 @@ class SlotPool {
  private:
   Status TooBig(uint64_t bytes) const;
   void FreeRegion(Slot& s);
+  // Every warm free range of the arena gives its pages back (none: nothing
+  // to do); the bytes given back.
+  uint64_t DiscardWarmFree();
   // -> FREE now (its region kept, warm, on top of the free stack).
   void Free(uint32_t slot);
   void FreeFenced(uint64_t done);  // the fenced slots released before fence `done`
