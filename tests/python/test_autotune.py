@@ -2,6 +2,7 @@
 autotuner adds workers while the loop waits on them, takes them away when it
 no longer does, holds max_memory while it adds them (PSS sampled at 20 Hz),
 and a resume across its change of worker count is exact."""
+import functools
 import gc
 import json
 import mmap
@@ -257,22 +258,31 @@ def test_native_reader_threads_come_and_go_under_the_schedule(tmp_path):
     assert got == list(range(20_000))
 
 
+def tuner_fed_by_the_test(tmp_path):
+    """(loader, iterator, its tuner) over a native dataset, for a test that
+    feeds the tuner's decisions windows of its own (no start depth is drawn
+    from them)."""
+    path = tmp_path / "r.bin"
+    np.arange(4096, dtype=np.int64).tofile(path)
+    loader = stoker.DataLoader(RawDataset(str(path), "int64", (1,)), batch_size=8, num_workers="auto")
+    it = iter(loader)
+    it._tuner.noted.add("seeded")
+    return loader, it, it._tuner
+
+
+def window(rate, cost, stall=0.05, busy=0.9, runnable=2.0):
+    """A window's measurements (by default the loop waits a little: no knob moves of itself)."""
+    return {"window_s": 0.5, "batches_per_s": rate, "stall": stall, "memory_wait": 0.0, "busy": busy,
+            "store_wait": 0.0, "runnable": runnable, "cost_s": cost}
+
+
 def test_a_worker_count_it_kept_is_not_taken_for_a_change_of_workload(tmp_path):
     """A worker's busy time counts its wait for a core: with more workers
     than cores a batch costs more worker seconds, the workload the same.
     After a kept worker trial the workload's signature is taken again at the
     new count; a change at one count (4x) opens every knob again."""
-    path = tmp_path / "r.bin"
-    np.arange(4096, dtype=np.int64).tofile(path)
-    loader = stoker.DataLoader(RawDataset(str(path), "int64", (1,)), batch_size=8, num_workers="auto")
-    it = iter(loader)
-    t = it._tuner
-    t.noted.add("seeded")  # (the measurements are the test's: no start depth from them)
-
-    def m(rate, cost):  # (a window where the loop waits a little: no knob moves of itself)
-        return {"window_s": 0.5, "batches_per_s": rate, "stall": 0.05, "memory_wait": 0.0, "busy": 0.9,
-                "store_wait": 0.0, "runnable": 2.0, "cost_s": cost}
-
+    loader, it, t = tuner_fed_by_the_test(tmp_path)
+    m = window
     t._set("num_workers", 2, {}, "the test's")
     t._try("num_workers", 4, m(50, 0.04), "the test's")
     t._decide(m(45, 0.08))  # 4 lose: back to 2, the knob closed above 3
@@ -295,17 +305,8 @@ def test_a_workload_that_changes_under_a_trial_leaves_no_knob_closed(tmp_path):
     workload's own windows.  (Judged, it compared the new workload's rate
     with the old one's batches: 0.95x, closed; the loop then waited 71% at 2
     workers for good.)"""
-    path = tmp_path / "r.bin"
-    np.arange(4096, dtype=np.int64).tofile(path)
-    loader = stoker.DataLoader(RawDataset(str(path), "int64", (1,)), batch_size=8, num_workers="auto")
-    it = iter(loader)
-    t = it._tuner
-    t.noted.add("seeded")
-
-    def m(rate, cost, stall=0.05):
-        return {"window_s": 0.5, "batches_per_s": rate, "stall": stall, "memory_wait": 0.0, "busy": 1.0,
-                "store_wait": 0.0, "runnable": 1.0, "cost_s": cost}
-
+    loader, it, t = tuner_fed_by_the_test(tmp_path)
+    m = functools.partial(window, busy=1.0, runnable=1.0)
     t._set("num_workers", 2, {}, "the test's")
     t._decide(m(200, 0.01))
     t._try("num_workers", 3, m(200, 0.01), "the test's")
