@@ -17,6 +17,7 @@
 #include "loader/native_workers.h"
 #include "shm/batch_format.h"
 #include "stoker/transforms.h"
+#include "text/pack_block.h"
 #include "text/packed_dataset.h"
 #include "text/token_dataset.h"
 
@@ -198,6 +199,45 @@ void BindIo(py::module_& m) {
              Check(st); }, py::arg("sync") = true)
       // Drops what was written (the temporary file), now.
       .def("abort", [](AtomicFile& f) { AtomicFile gone(std::move(f)); });
+  // A block of tokenized documents packed (text/pack_block.h): a dict of
+  // numpy arrays, the four fields [sequences, seq_len], cu_seqlens (every
+  // sequence's, end to end) and cu_first (where each begins there).
+  m.def("pack_block", [](py::array_t<int64_t, py::array::c_style> tokens, py::array_t<uint64_t, py::array::c_style> starts,
+                         py::array_t<int64_t, py::array::c_style> ids, uint32_t seq_len, const std::string& mode,
+                         uint32_t window, int64_t pad_id) {
+    if (mode != "concat" && mode != "best_fit")
+      Throw(Status::InvalidArgument("Pack: mode='" + mode + "' is not one of 'concat', 'best_fit'"));
+    const uint64_t docs = ids.size();
+    if (static_cast<uint64_t>(starts.size()) != docs + 1 ||
+        (docs && starts.data()[docs] != static_cast<uint64_t>(tokens.size())))
+      Throw(Status::InvalidArgument("pack_block: starts should be documents + 1 offsets ending at the tokens' count"));
+    Result<BlockPacker> made = [&] {
+      py::gil_scoped_release nogil;
+      return BlockPacker::Make(tokens.data(), starts.data(), ids.data(), docs, seq_len,
+                               mode == "concat" ? PackMode::kConcat : PackMode::kBestFit, window);
+    }();
+    BlockPacker b = Check(std::move(made));
+    const auto n = static_cast<py::ssize_t>(b.sequences());
+    const std::vector<py::ssize_t> shape{n, static_cast<py::ssize_t>(seq_len)};
+    py::array_t<int64_t> input_ids(shape), labels(shape), positions(shape), documents(shape);
+    py::array_t<int32_t> cu(static_cast<py::ssize_t>(b.cu_entries()));
+    py::array_t<int64_t> cu_first(n + 1);
+    Status st = [&] {
+      py::gil_scoped_release nogil;
+      return b.Fill(pad_id, input_ids.mutable_data(), labels.mutable_data(), positions.mutable_data(),
+                    documents.mutable_data(), cu.mutable_data(), cu_first.mutable_data());
+    }();
+    Check(st);
+    py::dict out;
+    out["input_ids"] = input_ids;
+    out["labels"] = labels;
+    out["position_ids"] = positions;
+    out["document_ids"] = documents;
+    out["cu_seqlens"] = cu;
+    out["cu_first"] = cu_first;
+    out["tokens"] = b.tokens();
+    return out;
+  });
   m.def("write_file_atomically", [](const std::string& path, py::bytes data) {
     std::string_view v = data;
     Status st = [&] { py::gil_scoped_release nogil; return WriteFileAtomically(path, v); }();

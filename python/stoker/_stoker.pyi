@@ -12,7 +12,7 @@ import numpy
 import numpy.typing
 import typing
 import typing_extensions
-__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DTYPE_NAMES', 'Engine', 'EpochOrder', 'HostBuffer', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'OnExhausted', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'consumed_places', 'contiguous_rank_order', 'describe_shard', 'feistel_order', 'format_shard_index', 'iota_order', 'memory_limit', 'mix_counters', 'mix_order', 'parse_shard_index', 'private_bytes_outside', 'process_memory', 'register', 'remainder_order', 'sample_seed', 'samples_per_rank', 'shard_format_of', 'stage_runtime', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'trace_instant', 'trace_name_process', 'trace_name_thread', 'trace_recording', 'trace_start', 'trace_stop', 'write_file_atomically']
+__all__: list[str] = ['AtomicFile', 'BagExhausted', 'DTYPE_NAMES', 'Engine', 'EpochOrder', 'HostBuffer', 'NativeBagSampler', 'NativeDataset', 'NativeWorkers', 'OnExhausted', 'PublishMode', 'PublishOutcome', 'Pump', 'PumpCode', 'ShardCache', 'ShardPin', 'SharedBlock', 'SharedCounter', 'SharedLock', 'SlotResult', 'Store', 'StreamingDataset', 'StreamingOptions', 'StringList', 'TFRecordWriter', 'TaskKind', 'TaskMsg', 'Transform', 'WorkerPort', 'batches_per_epoch', 'consumed_places', 'contiguous_rank_order', 'describe_shard', 'feistel_order', 'format_shard_index', 'iota_order', 'memory_limit', 'mix_counters', 'mix_order', 'pack_block', 'parse_shard_index', 'private_bytes_outside', 'process_memory', 'register', 'remainder_order', 'sample_seed', 'samples_per_rank', 'shard_format_of', 'stage_runtime', 'start_parent_watch', 'strided_rank_order', 'system_shmem', 'tar_end', 'tar_member', 'torch_randperm', 'torch_randperm_seeded', 'trace_instant', 'trace_name_process', 'trace_name_thread', 'trace_recording', 'trace_start', 'trace_stop', 'write_file_atomically']
 class HostBuffer:
     """
     Exports slot memory to numpy through the buffer protocol.
@@ -717,6 +717,8 @@ def mix_order(sizes: collections.abc.Sequence[typing.SupportsInt | typing.Suppor
     """
     A mixed epoch's order of global indices (order/mix_order.h): sources by the largest deficit, each source's samples in its own order; `base`/`start` go on from a change of the mix, `at`/`at_counts` is a known cursor.
     """
+def pack_block(arg0: typing.Annotated[numpy.typing.ArrayLike, numpy.int64], arg1: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], arg2: typing.Annotated[numpy.typing.ArrayLike, numpy.int64], arg3: typing.SupportsInt | typing.SupportsIndex, arg4: str, arg5: typing.SupportsInt | typing.SupportsIndex, arg6: typing.SupportsInt | typing.SupportsIndex) -> dict:
+    ...
 def parse_shard_index(arg0: str, arg1: str) -> list:
     ...
 def private_bytes_outside(pid: typing.SupportsInt | typing.SupportsIndex, exclude: str) -> int:

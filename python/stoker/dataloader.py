@@ -102,6 +102,15 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         them).  See docs/native_io.md.
     """
 
+    def __new__(cls, dataset=None, *args, **kwargs):
+        # A dataset may name the DataLoader subclass that serves it: a Pack of
+        # a TextDataset, whose sequences are known only as its text is
+        # tokenized, is batched by a loader of its own (stoker/text_stream.py).
+        own = getattr(type(dataset), "stoker_loader", None)
+        if cls is DataLoader and own is not None:
+            return super().__new__(own())
+        return super().__new__(cls)
+
     def __init__(self, dataset, batch_size: Optional[int] = 1, shuffle: Optional[bool | str] = None,
                  sampler=None, batch_sampler=None, num_workers: int | str = 0, collate_fn=None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,

@@ -29,8 +29,9 @@ from stoker import _native as N
 from stoker.io import NativeDataset, _check_choice, _paths
 
 from stoker.text_json import TextDataset, collate_documents  # noqa: E402  (raw text, tokenized as it is read)
+from stoker.text_stream import PackedStream  # noqa: E402  (a Pack of a TextDataset)
 
-__all__ = ["TokenDataset", "Pack", "cu_seqlens", "TextDataset", "collate_documents"]
+__all__ = ["TokenDataset", "Pack", "PackedStream", "cu_seqlens", "TextDataset", "collate_documents"]
 
 PathLike = Union[str, os.PathLike]
 
@@ -128,15 +129,21 @@ class Pack(NativeDataset):
     padding) and "cu_seqlens": int32, the sequence's segment boundaries.
     """
 
+    def __new__(cls, dataset=None, seq_len: int = 0, mode: str = "concat", *, window: int = 1024,
+                eos_id: Optional[int] = None, pad_id: int = 0, shuffle: bool = True, seed: int = 0,
+                block_documents: int = 256):
+        if not isinstance(dataset, TextDataset):
+            return super().__new__(cls)
+        # Text tokenized as it is read: packed block by block (stoker/text_stream.py).
+        _check_pack(seq_len, mode, window, pad_id, eos_id)
+        return PackedStream(dataset, int(seq_len), mode, window=window, eos_id=eos_id, pad_id=pad_id,
+                            shuffle=shuffle, seed=seed, block_documents=block_documents)
+
     def __init__(self, dataset, seq_len: int, mode: str = "concat", *, window: int = 1024,
-                 eos_id: Optional[int] = None, pad_id: int = 0, shuffle: bool = True, seed: int = 0):
+                 eos_id: Optional[int] = None, pad_id: int = 0, shuffle: bool = True, seed: int = 0,
+                 block_documents: int = 256):
         from stoker.mix import Mix
-        _check_choice("mode", mode, ("concat", "best_fit"))
-        for name, v, low in (("seq_len", seq_len, 1), ("window", window, 1), ("pad_id", pad_id, 0)):
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < low:
-                raise ValueError(f"Pack: {name} should be an int >= {low}, got {v!r}")
-        if eos_id is not None and (not isinstance(eos_id, (int, np.integer)) or eos_id < 0):
-            raise ValueError(f"Pack: eos_id should be an int >= 0 or None, got {eos_id!r}")
+        _check_pack(seq_len, mode, window, pad_id, eos_id)
         if isinstance(dataset, Mix):
             sources = dataset.sources
             order = dataset._epoch_order(0, bool(shuffle))
@@ -145,7 +152,7 @@ class Pack(NativeDataset):
             order = (N.lib.feistel_order(len(dataset), int(seed) & 0xFFFF_FFFF_FFFF_FFFF, 0) if shuffle
                      else N.lib.iota_order(len(dataset)))
         else:
-            raise TypeError(f"Pack: packs a stoker.text.TokenDataset or a stoker.Mix of them, not "
+            raise TypeError(f"Pack: packs a stoker.text.TokenDataset, a stoker.Mix of them or a TextDataset, not "
                             f"{type(dataset).__name__}")
         for i, s in enumerate(sources):
             if not isinstance(s, TokenDataset):
@@ -166,6 +173,15 @@ class Pack(NativeDataset):
     def __reduce__(self):
         dataset, seq_len, mode, kw = self._args
         return _repack, (dataset, seq_len, mode, kw)
+
+
+def _check_pack(seq_len, mode, window, pad_id, eos_id):
+    _check_choice("mode", mode, ("concat", "best_fit"))
+    for name, v, low in (("seq_len", seq_len, 1), ("window", window, 1), ("pad_id", pad_id, 0)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < low:
+            raise ValueError(f"Pack: {name} should be an int >= {low}, got {v!r}")
+    if eos_id is not None and (not isinstance(eos_id, (int, np.integer)) or eos_id < 0):
+        raise ValueError(f"Pack: eos_id should be an int >= 0 or None, got {eos_id!r}")
 
 
 def _repack(dataset, seq_len, mode, kw) -> Pack:

@@ -2,6 +2,7 @@
 #include "text/pack_plan.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -94,6 +95,39 @@ Result<PackPlan> MakePackPlan(const std::vector<uint64_t>& docs, const std::func
   }
   bins.CloseAll();
   return plan;
+}
+
+Status FillPackedSequence(const PackPlan& plan, uint64_t index, uint32_t seq_len, int64_t pad_id,
+                          const PackSource& source, int64_t* input_ids, int64_t* labels, int64_t* position_ids,
+                          int64_t* document_ids, std::vector<int32_t>* cu) {
+  const uint64_t L = seq_len;
+  thread_local std::vector<int64_t> ids;  // (one more than L: a piece's next token)
+  ids.resize(L + 1);
+  cu->assign(1, 0);
+  uint64_t at = 0;
+  for (uint64_t p = plan.first[index]; p < plan.first[index + 1]; ++p) {
+    const PackPiece& piece = plan.pieces[p];
+    // One token more where the document goes on: the last label.
+    const bool more = piece.offset + piece.length < source.length(piece.doc);
+    STOKER_RETURN_IF_ERROR(source.tokens(piece.doc, piece.offset, piece.length + (more ? 1 : 0), ids.data() + at));
+    const int64_t id = source.id(piece.doc);
+    for (uint64_t j = 0; j < piece.length; ++j) {
+      labels[at + j] = j + 1 < piece.length || more ? ids[at + j + 1] : -100;
+      position_ids[at + j] = static_cast<int64_t>(j);
+      document_ids[at + j] = id;
+    }
+    at += piece.length;
+    cu->push_back(static_cast<int32_t>(at));
+  }
+  for (uint64_t j = at; j < L; ++j) {
+    ids[j] = pad_id;
+    labels[j] = -100;
+    position_ids[j] = static_cast<int64_t>(j - at);
+    document_ids[j] = -1;
+  }
+  if (at < L) cu->push_back(static_cast<int32_t>(L));
+  std::memcpy(input_ids, ids.data(), L * sizeof(int64_t));
+  return Status::OK();
 }
 
 }  // namespace stoker

@@ -43,6 +43,24 @@ enum class PackMode : uint8_t { kConcat = 0, kBestFit = 1 };
 Result<PackPlan> MakePackPlan(const std::vector<uint64_t>& docs, const std::function<uint32_t(uint64_t)>& length,
                               uint32_t seq_len, PackMode mode, uint32_t window);
 
+// Where a plan's documents come from, to write its sequences out.
+struct PackSource {
+  std::function<uint32_t(uint64_t)> length;  // a document's tokens (with an appended eos)
+  // Tokens [offset, offset + n) of a document into out.
+  std::function<Status(uint64_t doc, uint64_t offset, uint64_t n, int64_t* out)> tokens;
+  std::function<int64_t(uint64_t)> id;  // what document_ids says for the document
+};
+
+// Sequence `index` of `plan`, each field seq_len int64: input_ids (then
+// pad_id), labels (each token's next in its document, the true next one
+// where a piece ends inside its document; -100 after a document's last
+// token and on padding), position_ids (from 0 at each piece, and at the
+// padding), document_ids (-1 on padding); cu gets the segments' boundaries,
+// 0 ... seq_len (the padding a segment of its own).
+Status FillPackedSequence(const PackPlan& plan, uint64_t index, uint32_t seq_len, int64_t pad_id,
+                          const PackSource& source, int64_t* input_ids, int64_t* labels, int64_t* position_ids,
+                          int64_t* document_ids, std::vector<int32_t>* cu);
+
 }  // namespace stoker
 
 #endif  // STOKER_TEXT_PACK_PLAN_H_

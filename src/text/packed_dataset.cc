@@ -62,38 +62,16 @@ Status PackedDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
 
 Status PackedDataset::Read(uint64_t index, uint8_t* const* dst) {
   if (index >= size()) return Status::InvalidArgument(Describe() + ": no sequence " + std::to_string(index));
-  const uint64_t L = options_.seq_len;
-  thread_local std::vector<int64_t> ids, labels, pos, docs;
-  ids.resize(L + 1);
-  labels.resize(L);
-  pos.resize(L);
-  docs.resize(L);
-  std::vector<int32_t> cu{0};
-  uint64_t at = 0;
-  for (uint64_t p = plan_.first[index]; p < plan_.first[index + 1]; ++p) {
-    const PackPiece& piece = plan_.pieces[p];
-    // One token more where the document goes on: the last label.
-    const bool more = piece.offset + piece.length < Length(piece.doc);
-    STOKER_RETURN_IF_ERROR(Tokens(piece.doc, piece.offset, piece.length + (more ? 1 : 0), ids.data() + at));
-    for (uint64_t j = 0; j < piece.length; ++j) {
-      labels[at + j] = j + 1 < piece.length || more ? ids[at + j + 1] : -100;
-      pos[at + j] = static_cast<int64_t>(j);
-      docs[at + j] = static_cast<int64_t>(piece.doc);
-    }
-    at += piece.length;
-    cu.push_back(static_cast<int32_t>(at));
-  }
-  for (uint64_t j = at; j < L; ++j) {
-    ids[j] = options_.pad_id;
-    labels[j] = -100;
-    pos[j] = static_cast<int64_t>(j - at);
-    docs[j] = -1;
-  }
-  if (at < L) cu.push_back(static_cast<int32_t>(L));
-  std::memcpy(dst[0], ids.data(), L * 8);
-  std::memcpy(dst[1], labels.data(), L * 8);
-  std::memcpy(dst[2], pos.data(), L * 8);
-  std::memcpy(dst[3], docs.data(), L * 8);
+  const PackSource source{[this](uint64_t doc) { return Length(doc); },
+                          [this](uint64_t doc, uint64_t offset, uint64_t n, int64_t* out) {
+                            return Tokens(doc, offset, n, out);
+                          },
+                          [](uint64_t doc) { return static_cast<int64_t>(doc); }};
+  thread_local std::vector<int32_t> cu;
+  STOKER_RETURN_IF_ERROR(FillPackedSequence(plan_, index, options_.seq_len, options_.pad_id, source,
+                                            reinterpret_cast<int64_t*>(dst[0]), reinterpret_cast<int64_t*>(dst[1]),
+                                            reinterpret_cast<int64_t*>(dst[2]), reinterpret_cast<int64_t*>(dst[3]),
+                                            &cu));
   std::memcpy(dst[4], cu.data(), cu.size() * sizeof(int32_t));
   return Status::OK();
 }

@@ -242,6 +242,11 @@ def test_real_ranks_4_3_6_1_under_torchrun_read_every_sample_once(tmp_path):
     mix = stoker.Mix([NpyDataset(tmp_path / f"mix{i}.npy") for i in range(len(sizes))], list(range(1, 8)), seed=2,
                      epoch_samples=N)
     whole = collections.Counter(int(v) for b in stoker.DataLoader(mix, batch_size=97, shuffle=True) for v in b)
+    # Text packed as it is tokenized: each rank's position gathered by state_dict() over gloo.
+    from test_text_stream import write_corpus
+    path, tok, texts = write_corpus(str(tmp_path), n=1500)  # (more than the segments before the last read)
+    os.rename(path, tmp_path / "text.jsonl")
+    tokens = collections.Counter(d * 100000 + t for d, e in enumerate(tok.encode_batch(texts)) for t in e.ids + [1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1",
            "TMPDIR": str(tmp_path)}
     for seg, (world, workers, batch, stop) in enumerate(SEGMENTS):
@@ -250,7 +255,7 @@ def test_real_ranks_4_3_6_1_under_torchrun_read_every_sample_once(tmp_path):
                "--workers", str(workers), "--batch", str(batch), "--stop", str(stop or -1)]
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, start_new_session=True)
         assert r.returncode == 0, r.stderr[-4000:]
-    for kind in ("python", "native", "mix"):
+    for kind in ("python", "native", "mix", "packed"):
         counts = collections.Counter()
         for seg, (world, *_) in enumerate(SEGMENTS):
             for rank in range(world):
@@ -258,6 +263,8 @@ def test_real_ranks_4_3_6_1_under_torchrun_read_every_sample_once(tmp_path):
                 counts.update(int(v) for v in text.split())
         if kind == "mix":
             assert counts == whole, "every position of the mixed epoch once"
+        elif kind == "packed":
+            assert counts == tokens, "every (document, token) of the packed epoch once"
         else:
             exactly_once(counts)
 

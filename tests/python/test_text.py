@@ -294,7 +294,7 @@ def test_a_pack_resumed_on_other_ranks_covers_each_sequence_once_and_a_mix_packs
 
 def test_bad_packs_are_named(tmp_path):
     write_megatron(tmp_path / "m", [[1, 2, 3]])
-    with pytest.raises(TypeError, match="Pack: packs a stoker.text.TokenDataset or a stoker.Mix of them"):
+    with pytest.raises(TypeError, match="Pack: packs a stoker.text.TokenDataset, a stoker.Mix of them or a TextDataset"):
         stoker.text.Pack(list(range(3)), 8)
     with pytest.raises(ValueError, match="seq_len should be an int >= 1"):
         stoker.text.Pack(TokenDataset(tmp_path / "m"), 0)

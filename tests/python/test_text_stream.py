@@ -1,0 +1,186 @@
+"""stoker.text.Pack over a TextDataset (issue 50): text tokenized as it is
+read, packed block by block in C++, batched by the loader; equal to a
+reference packer over encode_batch's ids, every token once, a new packing
+each epoch, resumed bit-identical at any step and, on 4 -> 3 -> 6 -> 1
+ranks with other workers and batch sizes, every (document, token) of the
+epoch exactly once."""
+import collections
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import stoker
+import stoker.text
+from test_text import CORPUS, reference_fields, reference_pack, train_tokenizer
+
+pytest.importorskip("tokenizers")
+
+EOS = 1
+FIELDS = ("input_ids", "labels", "position_ids", "document_ids")
+
+
+def write_corpus(d, n=300, seed=0):
+    """JSON Lines of words (Unicode, empty texts, a few long documents) and
+    a tokenizer trained here; (path, tokenizer, texts)."""
+    rng = np.random.default_rng(seed)
+    words = ["alpha", "beta", "gamma", "délta", "日本語", "🚀", "x", "the", "fox"]
+    texts = [" ".join(rng.choice(words, rng.integers(0, 80))) for _ in range(n)]
+    texts[7] = "long " * 400  # longer than any seq_len here
+    texts[11] = ""
+    path = os.path.join(d, "web.jsonl")
+    with open(path, "w") as f:
+        f.write("\n".join(json.dumps({"text": t}) for t in texts) + "\n")
+    tok = train_tokenizer(texts[:60] + CORPUS, os.path.join(d, "tok.json"))
+    return path, tok, texts
+
+
+def pairs(batch) -> collections.Counter:
+    """(document, token) of every token a batch holds (padding left out)."""
+    d = batch["document_ids"].reshape(-1)
+    keep = d >= 0
+    return collections.Counter(zip(d[keep].tolist(), batch["input_ids"].reshape(-1)[keep].tolist()))
+
+
+@pytest.mark.parametrize("mode", ["concat", "best_fit"])
+def test_text_packs_as_a_reference_packer_over_encode_batch_and_every_token_once(tmp_path, mode):
+    path, tok, texts = write_corpus(str(tmp_path))
+    ids = [e.ids + [EOS] for e in tok.encode_batch(texts)]
+    seqs = stoker.text.Pack(stoker.text.TextDataset(path, tokenizer=tok), 48, mode, window=8, eos_id=EOS, pad_id=3,
+                            block_documents=40)
+    assert isinstance(seqs, stoker.text.PackedStream) and seqs.blocks == 8
+    loader = stoker.DataLoader(seqs, batch_size=5, num_workers=2)
+    got = list(loader)
+    assert all(b["input_ids"].shape == (5, 48) for b in got[:-1])
+    # The reference: each block of the epoch's order packed on its own.
+    want = []
+    for b in range(seqs.blocks):
+        docs = [int(d) for d in seqs.block_docs(0, b)]
+        for pieces in reference_pack({d: len(ids[d]) for d in docs}, docs, 48, mode, window=8):
+            want.append(reference_fields(ids, pieces, 48, pad_id=3))
+    rows = [(b["input_ids"][i].tolist(), b["labels"][i].tolist(), b["position_ids"][i].tolist(),
+             b["document_ids"][i].tolist(), b["cu_seqlens"][i].tolist()) for b in got for i in range(len(b["input_ids"]))]
+    assert len(rows) == len(want)
+    for i, (row, ref) in enumerate(zip(rows, want)):
+        assert list(row) == list(ref), i
+    everything = collections.Counter((d, t) for d, x in enumerate(ids) for t in x)
+    assert sum((pairs(b) for b in got), collections.Counter()) == everything
+    stats = loader.stats()["pack"]
+    assert stats["tokens"] == sum(map(len, ids)) and stats["sequences"] == len(rows)
+    # The next epoch is packed anew, in another order of documents, every token once again.
+    second = list(loader)
+    assert sum((pairs(b) for b in second), collections.Counter()) == everything
+    assert not torch.equal(second[0]["input_ids"], got[0]["input_ids"])
+    assert loader.stats()["pack"]["epoch"] == 1
+    if mode == "best_fit":  # documents whole: cut only into whole sequences and a rest
+        starts = collections.Counter()
+        for b in got:
+            first = b["position_ids"] == 0
+            starts.update(b["document_ids"][first & (b["document_ids"] >= 0)].tolist())
+        assert all(n == -(-len(ids[d]) // 48) for d, n in starts.items())
+
+
+def test_a_packed_text_stream_resumes_bit_identical_at_random_steps(tmp_path):
+    path, _, _ = write_corpus(str(tmp_path), seed=1)
+    seqs = stoker.text.Pack(stoker.text.TextDataset(path, tokenizer=tmp_path / "tok.json"), 40, "best_fit",
+                            window=4, eos_id=EOS, seed=5, block_documents=30)
+
+    def loader(workers=2):
+        return stoker.DataLoader(seqs, batch_size=4, num_workers=workers)
+    def two_epochs(run):
+        for _ in range(2):
+            yield from run
+    whole = list(two_epochs(loader()))
+    per_epoch = len(list(loader()))
+    rng = np.random.default_rng(2)
+    for stop in sorted(rng.choice(len(whole) - 1, 4, replace=False) + 1):
+        run = loader()
+        it = two_epochs(run)
+        for _ in range(stop):
+            next(it)
+        state = run.state_dict()
+        del it
+        assert len(json.dumps(state)) < 64 * 1024  # positions only
+        again = loader(workers=1)  # (the workers may change: blocks are packed alike by any)
+        again.load_state_dict(state)
+        rest = list(again)
+        if stop <= per_epoch:
+            rest += list(again)
+        assert len(rest) == len(whole) - stop, stop
+        for a, b in zip(rest, whole[stop:]):
+            for f in FIELDS:
+                assert torch.equal(a[f], b[f]), (stop, f)
+            assert [c.tolist() for c in a["cu_seqlens"]] == [c.tolist() for c in b["cu_seqlens"]]
+
+
+def ranks_loader(monkeypatch, seqs, world, rank, workers, batch):
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", str(world))
+    return stoker.DataLoader(seqs, batch_size=batch, num_workers=workers, distributed=True)
+
+
+@pytest.mark.parametrize("mode", ["concat", "best_fit"])
+def test_resumed_on_4_3_6_1_ranks_every_document_token_of_the_epoch_comes_once(tmp_path, monkeypatch, mode):
+    path, tok, texts = write_corpus(str(tmp_path), n=241, seed=3)
+    ids = [e.ids + [EOS] for e in tok.encode_batch(texts)]
+    seqs = stoker.text.Pack(stoker.text.TextDataset(path, tokenizer=tok), 32, mode, eos_id=EOS, block_documents=9)
+    got, states = collections.Counter(), None
+    for world, workers, batch, stop in [(4, 2, 5, 3), (3, 1, 7, 2), (6, 0, 2, 1), (1, 2, 4, None)]:
+        new = []
+        for rank in range(world):
+            loader = ranks_loader(monkeypatch, seqs, world, rank, workers, batch)
+            if states is not None:
+                loader.load_state_dict(states)  # (every rank's own state: a list)
+            it = iter(loader)
+            for k, b in enumerate(it):
+                got.update(pairs(b))
+                if k + 1 == stop:
+                    break
+            del it
+            new.append(loader.state_dict())
+        states = new
+    assert loader.stats()["pack"]["segments"] == 3
+    assert got == collections.Counter((d, t) for d, x in enumerate(ids) for t in x)
+
+
+def test_a_resume_it_cannot_make_exact_is_refused_with_why(tmp_path, monkeypatch):
+    path, tok, _ = write_corpus(str(tmp_path), n=80)
+    ds = stoker.text.TextDataset(path, tokenizer=tok)
+    seqs = stoker.text.Pack(ds, 32, "concat", block_documents=10)
+    one = ranks_loader(monkeypatch, seqs, 2, 0, 0, 4)
+    next(iter(one))
+    state = one.state_dict()  # (no torch.distributed: rank 0's position only)
+    with pytest.raises(ValueError, match=r"rank\(s\) \[1\] are missing"):
+        ranks_loader(monkeypatch, seqs, 3, 0, 0, 4).load_state_dict(state)
+    with pytest.raises(ValueError, match=r"holds the position of rank\(s\) \[0\] only, not of rank 1"):
+        ranks_loader(monkeypatch, seqs, 2, 1, 0, 4).load_state_dict(state)
+    other = stoker.text.Pack(ds, 64, "concat", block_documents=10)
+    with pytest.raises(ValueError, match=r"saved by a Pack with seq_len=32, this one has seq_len=64"):
+        stoker.DataLoader(other, batch_size=4).load_state_dict(state)
+    with pytest.raises(ValueError, match="not the state of a loader of a Pack of a TextDataset"):
+        stoker.DataLoader(seqs, batch_size=4).load_state_dict({"kind": "x"})
+    with pytest.raises(ValueError, match="takes no sampler"):
+        stoker.DataLoader(seqs, batch_size=4, sampler=range(3))
+    with pytest.raises(ValueError, match="give shuffle= to the Pack"):
+        stoker.DataLoader(seqs, batch_size=4, shuffle=False)
+    with pytest.raises(TypeError, match="no length before its text is tokenized"):
+        len(seqs)
+    with pytest.raises(ValueError, match="block_documents should be an int >= 1"):
+        stoker.text.Pack(ds, 32, block_documents=0)
+
+
+def test_bad_lines_are_skipped_and_counted_while_packing(tmp_path):
+    path, tok, texts = write_corpus(str(tmp_path), n=50)
+    with open(path, "ab") as f:
+        f.write(b'{"text": "broken\n' + b'{"text": "\xff"}\n')
+    seqs = stoker.text.Pack(stoker.text.TextDataset(path, tokenizer=tok, on_error="skip"), 32, "concat",
+                            block_documents=16)
+    loader = stoker.DataLoader(seqs, batch_size=4, num_workers=2)
+    got = sum((pairs(b) for b in loader), collections.Counter())
+    assert got == collections.Counter((d, t) for d, e in enumerate(tok.encode_batch(texts)) for t in e.ids)
+    assert loader.stats()["pack"]["skipped"] == 2
+    raising = stoker.text.Pack(stoker.text.TextDataset(path, tokenizer=tok), 32, "concat", block_documents=16)
+    with pytest.raises(Exception, match=r"web.jsonl, document 5[01] \(byte \d+\) is not"):
+        list(stoker.DataLoader(raising, batch_size=4, num_workers=1))
