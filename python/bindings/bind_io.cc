@@ -84,6 +84,35 @@ void BindIo(py::module_& m) {
              for (uint64_t i = 0; i < t->size(); ++i) out[i] = t->DocumentLength(i);
              return py::make_tuple(t->tokens(), py::array_t<uint32_t>(out.size(), out.data())); },
            "(tokens, each document's length) of a TokenDataset.")
+      .def_static("token_block", [](const std::shared_ptr<NativeDataset>& d, py::array_t<int64_t, py::array::c_style> docs,
+                                    int64_t eos_id) {
+             auto t = std::dynamic_pointer_cast<TokenDataset>(d);
+             if (!t) Throw(Status::InvalidArgument("not a TokenDataset"));
+             const auto m = static_cast<uint64_t>(docs.size());
+             const int64_t* doc = docs.data();
+             const uint64_t extra = eos_id >= 0 ? 1 : 0;
+             py::array_t<uint64_t> starts(static_cast<py::ssize_t>(m + 1));
+             uint64_t* at = starts.mutable_data();
+             at[0] = 0;
+             for (uint64_t i = 0; i < m; ++i) {
+               if (doc[i] < 0 || static_cast<uint64_t>(doc[i]) >= t->size())
+                 Throw(Status::InvalidArgument(t->Describe() + ": no document " + std::to_string(doc[i])));
+               at[i + 1] = at[i] + t->DocumentLength(static_cast<uint64_t>(doc[i])) + extra;
+             }
+             py::array_t<int64_t> tokens(static_cast<py::ssize_t>(at[m]));
+             int64_t* out = tokens.mutable_data();
+             Status st = [&] {
+               py::gil_scoped_release nogil;
+               for (uint64_t i = 0; i < m; ++i) {
+                 const uint64_t n = at[i + 1] - at[i] - extra;
+                 STOKER_RETURN_IF_ERROR(t->ReadTokens(static_cast<uint64_t>(doc[i]), 0, n, out + at[i]));
+                 if (extra) out[at[i + 1] - 1] = eos_id;
+               }
+               return Status::OK();
+             }();
+             Check(st);
+             return py::make_tuple(tokens, starts); },
+           "(tokens, starts) of a TokenDataset's documents `docs` end to end (eos_id >= 0: after each).")
       .def_static("packed", [](std::vector<std::shared_ptr<NativeDataset>> sources, py::array_t<uint64_t> docs,
                                uint32_t seq_len, const std::string& mode, uint32_t window, int64_t eos_id, int64_t pad_id) {
              std::vector<std::shared_ptr<TokenDataset>> tokens;
@@ -201,10 +230,11 @@ void BindIo(py::module_& m) {
       .def("abort", [](AtomicFile& f) { AtomicFile gone(std::move(f)); });
   // A block of tokenized documents packed (text/pack_block.h): a dict of
   // numpy arrays, the four fields [sequences, seq_len], cu_seqlens (every
-  // sequence's, end to end) and cu_first (where each begins there).
+  // sequence's, end to end) and cu_first (where each begins there), and the
+  // tokens.
   m.def("pack_block", [](py::array_t<int64_t, py::array::c_style> tokens, py::array_t<uint64_t, py::array::c_style> starts,
                          py::array_t<int64_t, py::array::c_style> ids, uint32_t seq_len, const std::string& mode,
-                         uint32_t window, int64_t pad_id) {
+                         uint32_t window, int64_t pad_id, bool longest_first, uint64_t shuffle_key) {
     if (mode != "concat" && mode != "best_fit")
       Throw(Status::InvalidArgument("Pack: mode='" + mode + "' is not one of 'concat', 'best_fit'"));
     const uint64_t docs = ids.size();
@@ -213,8 +243,9 @@ void BindIo(py::module_& m) {
       Throw(Status::InvalidArgument("pack_block: starts should be documents + 1 offsets ending at the tokens' count"));
     Result<BlockPacker> made = [&] {
       py::gil_scoped_release nogil;
-      return BlockPacker::Make(tokens.data(), starts.data(), ids.data(), docs, seq_len,
-                               mode == "concat" ? PackMode::kConcat : PackMode::kBestFit, window);
+      BlockPackOptions o{seq_len, mode == "concat" ? PackMode::kConcat : PackMode::kBestFit, window, longest_first,
+                         shuffle_key};
+      return BlockPacker::Make(tokens.data(), starts.data(), ids.data(), docs, o);
     }();
     BlockPacker b = Check(std::move(made));
     const auto n = static_cast<py::ssize_t>(b.sequences());
@@ -237,7 +268,8 @@ void BindIo(py::module_& m) {
     out["cu_first"] = cu_first;
     out["tokens"] = b.tokens();
     return out;
-  });
+  }, py::arg("tokens"), py::arg("starts"), py::arg("ids"), py::arg("seq_len"), py::arg("mode"), py::arg("window"),
+     py::arg("pad_id"), py::arg("longest_first") = false, py::arg("shuffle_key") = 0);
   m.def("write_file_atomically", [](const std::string& path, py::bytes data) {
     std::string_view v = data;
     Status st = [&] { py::gil_scoped_release nogil; return WriteFileAtomically(path, v); }();

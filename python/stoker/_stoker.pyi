@@ -408,6 +408,11 @@ class NativeDataset:
         Sequences packed from TokenDatasets laid end to end (text/packed_dataset.h), documents in `docs`' order.
         """
     @staticmethod
+    def token_block(arg0: NativeDataset, arg1: typing.Annotated[numpy.typing.ArrayLike, numpy.int64], arg2: typing.SupportsInt | typing.SupportsIndex) -> tuple[numpy.typing.NDArray[numpy.int64], numpy.typing.NDArray[numpy.uint64]]:
+        """
+        (tokens, starts) of a TokenDataset's documents `docs` end to end (eos_id >= 0: after each).
+        """
+    @staticmethod
     def token_counts(arg0: NativeDataset) -> tuple[int, numpy.typing.NDArray[numpy.uint32]]:
         """
         (tokens, each document's length) of a TokenDataset.
@@ -717,7 +722,7 @@ def mix_order(sizes: collections.abc.Sequence[typing.SupportsInt | typing.Suppor
     """
     A mixed epoch's order of global indices (order/mix_order.h): sources by the largest deficit, each source's samples in its own order; `base`/`start` go on from a change of the mix, `at`/`at_counts` is a known cursor.
     """
-def pack_block(arg0: typing.Annotated[numpy.typing.ArrayLike, numpy.int64], arg1: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], arg2: typing.Annotated[numpy.typing.ArrayLike, numpy.int64], arg3: typing.SupportsInt | typing.SupportsIndex, arg4: str, arg5: typing.SupportsInt | typing.SupportsIndex, arg6: typing.SupportsInt | typing.SupportsIndex) -> dict:
+def pack_block(tokens: typing.Annotated[numpy.typing.ArrayLike, numpy.int64], starts: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], ids: typing.Annotated[numpy.typing.ArrayLike, numpy.int64], seq_len: typing.SupportsInt | typing.SupportsIndex, mode: str, window: typing.SupportsInt | typing.SupportsIndex, pad_id: typing.SupportsInt | typing.SupportsIndex, longest_first: bool = False, shuffle_key: typing.SupportsInt | typing.SupportsIndex = 0) -> dict:
     ...
 def parse_shard_index(arg0: str, arg1: str) -> list:
     ...

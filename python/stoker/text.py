@@ -104,10 +104,14 @@ def _reopen(kwargs: dict) -> TokenDataset:
 
 class Pack(NativeDataset):
     """Pack(dataset, seq_len, mode="concat", *, window=1024, eos_id=None,
-    pad_id=0, shuffle=True, seed=0)
+    pad_id=0, shuffle=True, seed=0, repack=False, block_documents=2048)
 
     dataset: a TokenDataset, or a stoker.Mix of TokenDatasets (the mix's
     order of documents, so its proportions hold along the packed stream).
+    A TextDataset (text tokenized as it is read), or a TokenDataset with
+    repack=True (packed again each epoch), makes a PackedStream instead:
+    packed block by block of `block_documents` as the loader reads
+    (stoker/text_stream.py, docs/text.md).
     mode: "concat" (the documents as one stream cut every seq_len tokens:
     no padding but the last sequence's, every token once) or "best_fit"
     (documents kept whole, one longer than seq_len cut into seq_len pieces
@@ -131,8 +135,11 @@ class Pack(NativeDataset):
 
     def __new__(cls, dataset=None, seq_len: int = 0, mode: str = "concat", *, window: int = 1024,
                 eos_id: Optional[int] = None, pad_id: int = 0, shuffle: bool = True, seed: int = 0,
-                block_documents: int = 256):
-        if not isinstance(dataset, TextDataset):
+                repack: bool = False, block_documents: int = 2048):
+        if not (isinstance(dataset, TextDataset) or (repack and isinstance(dataset, TokenDataset))):
+            if repack:
+                raise TypeError(f"Pack: repack=True packs a TokenDataset again each epoch, not a "
+                                f"{type(dataset).__name__}")
             return super().__new__(cls)
         # Text tokenized as it is read: packed block by block (stoker/text_stream.py).
         _check_pack(seq_len, mode, window, pad_id, eos_id)
@@ -141,7 +148,7 @@ class Pack(NativeDataset):
 
     def __init__(self, dataset, seq_len: int, mode: str = "concat", *, window: int = 1024,
                  eos_id: Optional[int] = None, pad_id: int = 0, shuffle: bool = True, seed: int = 0,
-                 block_documents: int = 256):
+                 repack: bool = False, block_documents: int = 2048):
         from stoker.mix import Mix
         _check_pack(seq_len, mode, window, pad_id, eos_id)
         if isinstance(dataset, Mix):

@@ -153,7 +153,10 @@ class TextDataset(_Base):
     def _encode(self, texts: list) -> list:
         tok = self._open()
         if self._kind == "hf":
-            return [e.ids for e in tok.encode_batch(texts)]
+            # encode_batch_fast (tokenizers >= 0.20): encode_batch's ids without
+            # the character offsets, which nothing here reads.
+            encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
+            return [e.ids for e in encode(texts)]
         return tok.encode(texts, out_type=int)
 
     def _where(self, index: int) -> tuple:

@@ -43,8 +43,9 @@ _POS_BITS = 32
 
 
 class PackedStream:
-    """Sequences packed from a TextDataset as it is tokenized (made by
-    stoker.text.Pack; read through stoker.DataLoader).  `block_documents`:
+    """Sequences packed from a TextDataset as it is tokenized, or from a
+    TokenDataset packed again each epoch (made by stoker.text.Pack; read
+    through stoker.DataLoader).  `block_documents`:
     the documents tokenized and packed together (a block's last sequence is
     padded in "concat"; "best_fit" closes its open sequences at a block's
     end); a resume tokenizes again at most one block per rank."""
@@ -84,8 +85,27 @@ class PackedStream:
     def block(self, epoch: int, block: int) -> dict:
         """Block `block` of `epoch` tokenized and packed: the four fields
         [sequences, seq_len], cu_seqlens end to end and cu_first, and counts."""
-        ds = self.dataset
         docs = self.block_docs(epoch, block)
+        tokens, starts, kept = self._tokens(docs)
+        # best_fit takes a block's documents longest first (best fit decreasing),
+        # and shuffles the block's sequences when the documents are shuffled.
+        best = self.mode == "best_fit"
+        key = ((self.seed * 0x9E3779B97F4A7C15 + epoch * 0xBF58476D1CE4E5B9 + block * 0x94D049BB133111EB)
+               & 0xFFFF_FFFF_FFFF_FFFF) | 1 if best and self.shuffle else 0
+        out = N.lib.pack_block(tokens, starts, kept, self.seq_len, self.mode, self.window, self.pad_id,
+                               longest_first=best, shuffle_key=key)
+        out["block"] = np.int64(block)
+        out["skipped"] = np.int64(len(docs) - len(kept))
+        return out
+
+    def _tokens(self, docs: np.ndarray) -> tuple:
+        """The documents `docs` tokenized end to end: (tokens, starts, the
+        documents kept); eos_id after each."""
+        ds = self.dataset
+        if not hasattr(ds, "_encode"):  # a TokenDataset: read natively
+            tokens, starts = N.lib.NativeDataset.token_block(ds._native, docs,
+                                                             -1 if self.eos_id is None else int(self.eos_id))
+            return tokens, starts, docs
         texts = [ds._text(int(d)) for d in docs]
         kept = [i for i, t in enumerate(texts) if t is not None]
         ids = ds._encode([texts[i] for i in kept])
@@ -95,18 +115,14 @@ class PackedStream:
         np.cumsum(lengths, out=starts[1:])
         flat = itertools.chain.from_iterable(itertools.chain.from_iterable((x, extra) for x in ids)) if extra \
             else itertools.chain.from_iterable(ids)
-        tokens = np.fromiter(flat, np.int64, int(starts[-1]))
-        out = N.lib.pack_block(tokens, starts, docs[kept], self.seq_len, self.mode, self.window, self.pad_id)
-        out["block"] = np.int64(block)
-        out["skipped"] = np.int64(len(docs) - len(kept))
-        return out
+        return np.fromiter(flat, np.int64, int(starts[-1])), starts, docs[kept]
 
     def __len__(self):
         raise TypeError("a Pack of a TextDataset has no length before its text is tokenized: iterate it through "
                         "stoker.DataLoader (sequences come as blocks are packed)")
 
     def __repr__(self) -> str:
-        return (f"stoker.text.Pack({self.dataset!r}, seq_len={self.seq_len}, mode={self.mode!r}, "
+        return (f"stoker.text.Pack({type(self.dataset).__name__}, seq_len={self.seq_len}, mode={self.mode!r}, "
                 f"{self.blocks} blocks of {self.block_documents} documents)")
 
 

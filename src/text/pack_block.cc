@@ -8,9 +8,10 @@
 namespace stoker {
 
 Result<BlockPacker> BlockPacker::Make(const int64_t* tokens, const uint64_t* starts, const int64_t* ids,
-                                      uint64_t documents, uint32_t seq_len, PackMode mode, uint32_t window) {
+                                      uint64_t documents, const BlockPackOptions& options) {
+  const uint32_t seq_len = options.seq_len;
   if (seq_len == 0) return Status::InvalidArgument("Pack: seq_len should be >= 1");
-  if (window == 0) return Status::InvalidArgument("Pack: window should be >= 1");
+  if (options.window == 0) return Status::InvalidArgument("Pack: window should be >= 1");
   if (documents && starts[0] != 0) return Status::InvalidArgument("Pack: a block's first document starts at 0");
   for (uint64_t d = 0; d < documents; ++d) {
     if (starts[d + 1] < starts[d])
@@ -23,17 +24,36 @@ Result<BlockPacker> BlockPacker::Make(const int64_t* tokens, const uint64_t* sta
   b.starts_ = starts;
   b.ids_ = ids;
   b.seq_len_ = seq_len;
+  const auto length = [starts](uint64_t d) { return static_cast<uint32_t>(starts[d + 1] - starts[d]); };
   std::vector<uint64_t> order(documents);
   for (uint64_t d = 0; d < documents; ++d) order[d] = d;
-  STOKER_ASSIGN_OR_RETURN(
-      b.plan_, MakePackPlan(order, [starts](uint64_t d) { return static_cast<uint32_t>(starts[d + 1] - starts[d]); },
-                            seq_len, mode, window));
-  // A sequence's segments: its pieces, and its padding if any.
-  for (uint64_t i = 0; i < b.plan_.sequences(); ++i) {
+  if (options.longest_first)
+    std::stable_sort(order.begin(), order.end(), [&](uint64_t x, uint64_t y) { return length(x) > length(y); });
+  STOKER_ASSIGN_OR_RETURN(b.plan_, MakePackPlan(order, length, seq_len, options.mode, options.window));
+  const uint64_t n = b.plan_.sequences();
+  b.row_.resize(n);
+  for (uint64_t i = 0; i < n; ++i) b.row_[i] = i;
+  if (options.shuffle_key != 0) {  // Fisher-Yates over SplitMix64 (the same order on every platform)
+    uint64_t x = options.shuffle_key;
+    for (uint64_t i = n; i > 1; --i) {
+      x += 0x9E3779B97F4A7C15ULL;
+      uint64_t z = x;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+      z ^= z >> 31;
+      std::swap(b.row_[i - 1], b.row_[static_cast<uint64_t>((static_cast<unsigned __int128>(z) * i) >> 64)]);
+    }
+  }
+  // A sequence's segments: 0, one per piece, and its padding if any.
+  std::vector<uint64_t> entries(n);
+  for (uint64_t i = 0; i < n; ++i) {
     uint64_t used = 0;
     for (uint64_t p = b.plan_.first[i]; p < b.plan_.first[i + 1]; ++p) used += b.plan_.pieces[p].length;
-    b.cu_entries_ += 1 + (b.plan_.first[i + 1] - b.plan_.first[i]) + (used < seq_len ? 1 : 0);
+    entries[b.row_[i]] = 1 + (b.plan_.first[i + 1] - b.plan_.first[i]) + (used < seq_len ? 1 : 0);
   }
+  b.cu_at_.assign(n + 1, 0);
+  for (uint64_t r = 0; r < n; ++r) b.cu_at_[r + 1] = b.cu_at_[r] + entries[r];
+  b.cu_entries_ = b.cu_at_[n];
   return b;
 }
 
@@ -47,16 +67,13 @@ Status BlockPacker::Fill(int64_t pad_id, int64_t* input_ids, int64_t* labels, in
       },
       [this](uint64_t d) { return ids_[d]; }};
   std::vector<int32_t> cu;
-  uint64_t at = 0;
-  cu_first[0] = 0;
   for (uint64_t i = 0; i < sequences(); ++i) {
-    const uint64_t row = i * seq_len_;
-    STOKER_RETURN_IF_ERROR(FillPackedSequence(plan_, i, seq_len_, pad_id, source, input_ids + row, labels + row,
-                                              position_ids + row, document_ids + row, &cu));
-    std::copy(cu.begin(), cu.end(), cu_seqlens + at);
-    at += cu.size();
-    cu_first[i + 1] = static_cast<int64_t>(at);
+    const uint64_t r = row_[i], at = r * seq_len_;
+    STOKER_RETURN_IF_ERROR(FillPackedSequence(plan_, i, seq_len_, pad_id, source, input_ids + at, labels + at,
+                                              position_ids + at, document_ids + at, &cu));
+    std::copy(cu.begin(), cu.end(), cu_seqlens + cu_at_[r]);
   }
+  for (uint64_t r = 0; r <= sequences(); ++r) cu_first[r] = static_cast<int64_t>(cu_at_[r]);
   return Status::OK();
 }
 

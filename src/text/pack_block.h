@@ -7,6 +7,11 @@
 //   tokens: the block's documents end to end; starts: documents + 1
 //   offsets into tokens (document d is [starts[d], starts[d + 1]));
 //   ids: what document_ids says for each (the dataset's indices).
+//
+// A block is packed whole, so best_fit may take its documents longest
+// first (best fit decreasing: far less padding than in their order), and
+// the sequences may come out in a shuffled order (else the long documents'
+// sequences would all come first).
 #ifndef STOKER_TEXT_PACK_BLOCK_H_
 #define STOKER_TEXT_PACK_BLOCK_H_
 
@@ -18,11 +23,19 @@
 
 namespace stoker {
 
+struct BlockPackOptions {
+  uint32_t seq_len = 2048;
+  PackMode mode = PackMode::kConcat;
+  uint32_t window = 1024;
+  bool longest_first = false;  // pack the documents longest first (stable)
+  uint64_t shuffle_key = 0;    // != 0: the sequences in an order drawn from it
+};
+
 class BlockPacker {
  public:
   // The plan only: the token buffers are read by Fill and must outlive it.
   static Result<BlockPacker> Make(const int64_t* tokens, const uint64_t* starts, const int64_t* ids,
-                                  uint64_t documents, uint32_t seq_len, PackMode mode, uint32_t window);
+                                  uint64_t documents, const BlockPackOptions& options);
   uint64_t sequences() const { return plan_.sequences(); }
   uint64_t tokens() const { return plan_.tokens; }
   // Every sequence's cu_seqlens entries, end to end.
@@ -40,6 +53,8 @@ class BlockPacker {
   const int64_t* ids_ = nullptr;
   uint32_t seq_len_ = 0;
   PackPlan plan_;
+  std::vector<uint64_t> row_;  // sequence i is written to row row_[i]
+  std::vector<uint64_t> cu_at_;  // where row r's cu_seqlens begin (rows + 1)
   uint64_t cu_entries_ = 0;
 };
 

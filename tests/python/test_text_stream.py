@@ -44,35 +44,44 @@ def pairs(batch) -> collections.Counter:
     return collections.Counter(zip(d[keep].tolist(), batch["input_ids"].reshape(-1)[keep].tolist()))
 
 
-@pytest.mark.parametrize("mode", ["concat", "best_fit"])
-def test_text_packs_as_a_reference_packer_over_encode_batch_and_every_token_once(tmp_path, mode):
+@pytest.mark.parametrize("mode,shuffle", [("concat", True), ("best_fit", False), ("best_fit", True)])
+def test_text_packs_as_a_reference_packer_over_encode_batch_and_every_token_once(tmp_path, mode, shuffle):
     path, tok, texts = write_corpus(str(tmp_path))
     ids = [e.ids + [EOS] for e in tok.encode_batch(texts)]
     seqs = stoker.text.Pack(stoker.text.TextDataset(path, tokenizer=tok), 48, mode, window=8, eos_id=EOS, pad_id=3,
-                            block_documents=40)
+                            block_documents=40, shuffle=shuffle)
     assert isinstance(seqs, stoker.text.PackedStream) and seqs.blocks == 8
     loader = stoker.DataLoader(seqs, batch_size=5, num_workers=2)
     got = list(loader)
     assert all(b["input_ids"].shape == (5, 48) for b in got[:-1])
-    # The reference: each block of the epoch's order packed on its own.
-    want = []
-    for b in range(seqs.blocks):
-        docs = [int(d) for d in seqs.block_docs(0, b)]
-        for pieces in reference_pack({d: len(ids[d]) for d in docs}, docs, 48, mode, window=8):
-            want.append(reference_fields(ids, pieces, 48, pad_id=3))
     rows = [(b["input_ids"][i].tolist(), b["labels"][i].tolist(), b["position_ids"][i].tolist(),
              b["document_ids"][i].tolist(), b["cu_seqlens"][i].tolist()) for b in got for i in range(len(b["input_ids"]))]
-    assert len(rows) == len(want)
-    for i, (row, ref) in enumerate(zip(rows, want)):
-        assert list(row) == list(ref), i
+    # The reference: each block of the epoch's order packed on its own; best_fit
+    # takes a block's documents longest first, and its sequences come shuffled
+    # when the documents are.
+    at = 0
+    for b in range(seqs.blocks):
+        docs = [int(d) for d in seqs.block_docs(0, b)]
+        if mode == "best_fit":
+            docs = sorted(docs, key=lambda d: -len(ids[d]))
+        want = [reference_fields(ids, pieces, 48, pad_id=3)
+                for pieces in reference_pack({d: len(ids[d]) for d in docs}, docs, 48, mode, window=8)]
+        mine = rows[at:at + len(want)]
+        at += len(want)
+        if mode == "best_fit" and shuffle:
+            assert mine != [tuple(w) for w in want]
+            mine, want = sorted(mine), sorted(tuple(w) for w in want)
+        assert [list(r) for r in mine] == [list(w) for w in want], b
+    assert at == len(rows)
     everything = collections.Counter((d, t) for d, x in enumerate(ids) for t in x)
     assert sum((pairs(b) for b in got), collections.Counter()) == everything
     stats = loader.stats()["pack"]
     assert stats["tokens"] == sum(map(len, ids)) and stats["sequences"] == len(rows)
-    # The next epoch is packed anew, in another order of documents, every token once again.
+    # The next epoch is packed anew, in another order of documents (when
+    # shuffled), every token once again.
     second = list(loader)
     assert sum((pairs(b) for b in second), collections.Counter()) == everything
-    assert not torch.equal(second[0]["input_ids"], got[0]["input_ids"])
+    assert torch.equal(second[0]["input_ids"], got[0]["input_ids"]) != shuffle
     assert loader.stats()["pack"]["epoch"] == 1
     if mode == "best_fit":  # documents whole: cut only into whole sequences and a rest
         starts = collections.Counter()
@@ -184,3 +193,29 @@ def test_bad_lines_are_skipped_and_counted_while_packing(tmp_path):
     raising = stoker.text.Pack(stoker.text.TextDataset(path, tokenizer=tok), 32, "concat", block_documents=16)
     with pytest.raises(Exception, match=r"web.jsonl, document 5[01] \(byte \d+\) is not"):
         list(stoker.DataLoader(raising, batch_size=4, num_workers=1))
+
+
+def test_token_files_packed_again_each_epoch_with_repack(tmp_path):
+    from test_text import corpus, write_megatron
+    rng = np.random.default_rng(9)
+    docs = corpus(rng, 300, 5000, longest=90)
+    write_megatron(tmp_path / "web", docs)
+    tokens = stoker.text.TokenDataset(tmp_path / "web")
+    seqs = stoker.text.Pack(tokens, 64, "best_fit", eos_id=4999, repack=True, block_documents=50)
+    assert isinstance(seqs, stoker.text.PackedStream)
+    loader = stoker.DataLoader(seqs, batch_size=4, num_workers=2)
+    everything = collections.Counter((d, t) for d, x in enumerate(docs) for t in list(x) + [4999])
+    first, second = list(loader), list(loader)
+    for epoch in (first, second):
+        assert sum((pairs(b) for b in epoch), collections.Counter()) == everything
+    assert not torch.equal(first[0]["input_ids"], second[0]["input_ids"])  # packed anew
+    # The same fields as the fixed Pack's for the same pieces: the reference packer over the block.
+    with_eos = [list(x) + [4999] for x in docs]
+    block = sorted((int(d) for d in seqs.block_docs(0, 0)), key=lambda d: -len(with_eos[d]))
+    want = sorted(tuple(reference_fields(with_eos, p, 64))
+                  for p in reference_pack({d: len(with_eos[d]) for d in block}, block, 64, "best_fit", window=1024))
+    rows = [(b["input_ids"][i].tolist(), b["labels"][i].tolist(), b["position_ids"][i].tolist(),
+             b["document_ids"][i].tolist(), b["cu_seqlens"][i].tolist()) for b in first for i in range(len(b["input_ids"]))]
+    assert sorted(rows[:len(want)]) == want
+    with pytest.raises(TypeError, match="repack=True packs a TokenDataset again each epoch"):
+        stoker.text.Pack(stoker.Mix([tokens, tokens], [1, 1]), 64, repack=True)

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace stoker {
@@ -36,7 +37,7 @@ TEST(BlockPacker, ConcatCarriesADocumentIntoTheNextSequenceWithItsTrueNextLabel)
   const std::vector<int64_t> tokens{1, 2, 3, 4, 5, 6, 7, 8, 9};
   const std::vector<uint64_t> starts{0, 3, 8, 8, 9};
   const std::vector<int64_t> ids{70, 71, 72, 73};
-  BlockPacker b = BlockPacker::Make(tokens.data(), starts.data(), ids.data(), 4, 4, PackMode::kConcat, 1).value();
+  BlockPacker b = BlockPacker::Make(tokens.data(), starts.data(), ids.data(), 4, {4, PackMode::kConcat, 1}).value();
   ASSERT_EQ(b.sequences(), 3u);
   EXPECT_EQ(b.tokens(), 9u);
   Packed p = Fill(b, 4, -7);
@@ -52,7 +53,7 @@ TEST(BlockPacker, BestFitKeepsDocumentsWholeAndRefusesBadOffsets) {
   const std::vector<int64_t> tokens{1, 1, 1, 2, 2, 3, 3, 3, 3, 3, 3, 3};
   const std::vector<uint64_t> starts{0, 3, 5, 12};  // 3, 2 and 7 tokens
   const std::vector<int64_t> ids{5, 6, 7};
-  BlockPacker b = BlockPacker::Make(tokens.data(), starts.data(), ids.data(), 3, 5, PackMode::kBestFit, 4).value();
+  BlockPacker b = BlockPacker::Make(tokens.data(), starts.data(), ids.data(), 3, {5, PackMode::kBestFit, 4}).value();
   Packed p = Fill(b, 5, 0);
   // Document 7 (7 tokens) is a whole sequence and a rest; 5 and 6 fill one.
   ASSERT_EQ(b.sequences(), 3u);
@@ -61,11 +62,50 @@ TEST(BlockPacker, BestFitKeepsDocumentsWholeAndRefusesBadOffsets) {
   EXPECT_EQ(p.labels[9], 3);  // (document 7 goes on in the next sequence)
   EXPECT_EQ(std::vector<int64_t>(p.docs.begin() + 10, p.docs.end()), (std::vector<int64_t>{7, 7, -1, -1, -1}));
   const std::vector<uint64_t> backwards{0, 5, 3, 12};
-  EXPECT_FALSE(BlockPacker::Make(tokens.data(), backwards.data(), ids.data(), 3, 5, PackMode::kConcat, 1).ok());
-  EXPECT_FALSE(BlockPacker::Make(tokens.data(), starts.data(), ids.data(), 3, 0, PackMode::kConcat, 1).ok());
+  EXPECT_FALSE(BlockPacker::Make(tokens.data(), backwards.data(), ids.data(), 3, {5, PackMode::kConcat, 1}).ok());
+  EXPECT_FALSE(BlockPacker::Make(tokens.data(), starts.data(), ids.data(), 3, {0, PackMode::kConcat, 1}).ok());
   // No documents: no sequences.
-  BlockPacker none = BlockPacker::Make(tokens.data(), starts.data(), ids.data(), 0, 5, PackMode::kBestFit, 4).value();
+  BlockPacker none = BlockPacker::Make(tokens.data(), starts.data(), ids.data(), 0, {5, PackMode::kBestFit, 4}).value();
   EXPECT_EQ(none.sequences(), 0u);
+}
+
+TEST(BlockPacker, LongestFirstPadsLessAndAShuffledOrderHoldsTheSameSequences) {
+  // Lengths 2, 2, 2, 6, 6, 6 into sequences of 8: in order best fit needs 4
+  // sequences (the 2s share one); longest first, 3 (6 + 2 each, no padding).
+  const std::vector<uint32_t> lengths{2, 2, 2, 6, 6, 6};
+  std::vector<uint64_t> starts{0};
+  std::vector<int64_t> tokens, ids;
+  for (size_t d = 0; d < lengths.size(); ++d) {
+    for (uint32_t k = 0; k < lengths[d]; ++k) tokens.push_back(static_cast<int64_t>(100 * d + k));
+    starts.push_back(tokens.size());
+    ids.push_back(static_cast<int64_t>(d));
+  }
+  BlockPackOptions o{8, PackMode::kBestFit, 16};
+  BlockPacker in_order = BlockPacker::Make(tokens.data(), starts.data(), ids.data(), 6, o).value();
+  o.longest_first = true;
+  BlockPacker longest = BlockPacker::Make(tokens.data(), starts.data(), ids.data(), 6, o).value();
+  EXPECT_EQ(in_order.sequences(), 4u);
+  ASSERT_EQ(longest.sequences(), 3u);
+  EXPECT_EQ(longest.tokens(), 24u);
+  o.shuffle_key = 12345;
+  BlockPacker shuffled = BlockPacker::Make(tokens.data(), starts.data(), ids.data(), 6, o).value();
+  Packed a = Fill(longest, 8, 0), b = Fill(shuffled, 8, 0);
+  // The same rows, each with its own cu_seqlens, in another order.
+  std::vector<std::vector<int64_t>> rows_a, rows_b;
+  bool moved = false;
+  for (uint64_t r = 0; r < 3; ++r) {
+    std::vector<int64_t> row_a(a.ids.begin() + r * 8, a.ids.begin() + (r + 1) * 8);
+    std::vector<int64_t> row_b(b.ids.begin() + r * 8, b.ids.begin() + (r + 1) * 8);
+    moved |= row_a != row_b;
+    for (int64_t k = b.cu_first[r]; k < b.cu_first[r + 1]; ++k) row_b.push_back(1000 + b.cu[k]);
+    for (int64_t k = a.cu_first[r]; k < a.cu_first[r + 1]; ++k) row_a.push_back(1000 + a.cu[k]);
+    rows_a.push_back(row_a);
+    rows_b.push_back(row_b);
+  }
+  EXPECT_TRUE(moved);
+  std::sort(rows_a.begin(), rows_a.end());
+  std::sort(rows_b.begin(), rows_b.end());
+  EXPECT_EQ(rows_a, rows_b);
 }
 
 }  // namespace
