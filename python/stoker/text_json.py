@@ -127,6 +127,7 @@ class TextDataset(_Base):
         self.skipped = 0
         self._tokenizer = None
         self._fds = None
+        self._maps = None  # each file's read-only map, opened as documents are read
         if self._parquet is not None:
             return
         self._memfds = {i: _decompressed(p) for i, p in enumerate(self.files) if _zstd(p)}
@@ -200,6 +201,38 @@ class TextDataset(_Base):
             return None
         raise ValueError(f"TextDataset: {where} {why}")
 
+    def _texts(self, indices) -> list:
+        """The texts of documents `indices` (None for a skipped one): each
+        line sliced from its file's map and parsed; a line that does not
+        parse as a text goes through _text, which names what is wrong."""
+        if self._parquet is not None or not len(indices):
+            return [self._text(int(i)) for i in indices]
+        self._open()
+        indices = np.asarray(indices, np.int64)
+        if indices.min() < 0 or indices.max() >= len(self):
+            return [self._text(int(i)) for i in indices]  # (the IndexError)
+        files = np.searchsorted(self._first, indices, side="right") - 1
+        if self._maps is None:
+            self._maps = {}
+        out = []
+        for i, f in zip(indices.tolist(), files.tolist()):
+            m = self._maps.get(f)
+            if m is None:
+                fd = self._fds.get(f)
+                if fd is None:
+                    fd = self._fds[f] = os.open(self.files[f], os.O_RDONLY | os.O_CLOEXEC)
+                m = self._maps[f] = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            j = i - int(self._first[f])
+            try:
+                text = json.loads(m[int(self._starts[f][j]):int(self._ends[f][j])])[self.field]
+                if type(text) is str:
+                    out.append(text)
+                    continue
+            except (ValueError, KeyError, TypeError):
+                pass
+            out.append(self._text(i))
+        return out
+
     def __getitem__(self, index: int):
         return self.__getitems__([index])[0]
 
@@ -208,7 +241,7 @@ class TextDataset(_Base):
         one is left out."""
         import torch
         self._open()
-        texts = [self._text(int(i)) for i in indices]
+        texts = self._texts(indices)
         out = []
         for ids in self._encode([t for t in texts if t is not None]):
             ids = list(ids) if self.eos_id is None else list(ids) + [self.eos_id]
@@ -217,7 +250,7 @@ class TextDataset(_Base):
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_tokenizer"], state["_fds"] = None, None  # (each process opens its own)
+        state["_tokenizer"], state["_fds"], state["_maps"] = None, None, None  # (each process opens its own)
         state["_memfds"] = {}  # (a process started afresh decompresses again)
         return state
 
@@ -227,6 +260,8 @@ class TextDataset(_Base):
             self._memfds = {i: _decompressed(p) for i, p in enumerate(self.files) if _zstd(p)}
 
     def __del__(self):
+        for m in (self.__dict__.get("_maps") or {}).values():
+            m.close()
         for fd in set((self.__dict__.get("_fds") or {}).values()) | set(self.__dict__.get("_memfds", {}).values()):
             try:
                 os.close(fd)

@@ -38,17 +38,17 @@ from stoker.dataloader import DataLoader
 
 __all__ = ["PackedStream", "PackedStreamLoader"]
 
-KIND = "stoker.text.Pack(TextDataset)"
+KIND = "stoker.text.PackedStream"
 _POS_BITS = 32
 
 
 class PackedStream:
     """Sequences packed from a TextDataset as it is tokenized, or from a
     TokenDataset packed again each epoch (made by stoker.text.Pack; read
-    through stoker.DataLoader).  `block_documents`:
-    the documents tokenized and packed together (a block's last sequence is
-    padded in "concat"; "best_fit" closes its open sequences at a block's
-    end); a resume tokenizes again at most one block per rank."""
+    through stoker.DataLoader).  `block_documents`: the documents tokenized
+    and packed together (a block's last sequence is padded in "concat";
+    "best_fit" packs a block's documents longest first); a resume tokenizes
+    again at most one block per rank."""
 
     def __init__(self, dataset, seq_len: int, mode: str, *, window: int, eos_id: Optional[int], pad_id: int,
                  shuffle: bool, seed: int, block_documents: int):
@@ -106,7 +106,7 @@ class PackedStream:
             tokens, starts = N.lib.NativeDataset.token_block(ds._native, docs,
                                                              -1 if self.eos_id is None else int(self.eos_id))
             return tokens, starts, docs
-        texts = [ds._text(int(d)) for d in docs]
+        texts = ds._texts(docs)
         kept = [i for i, t in enumerate(texts) if t is not None]
         ids = ds._encode([texts[i] for i in kept])
         extra = [e for e in (ds.eos_id, self.eos_id) if e is not None]
@@ -118,8 +118,8 @@ class PackedStream:
         return np.fromiter(flat, np.int64, int(starts[-1])), starts, docs[kept]
 
     def __len__(self):
-        raise TypeError("a Pack of a TextDataset has no length before its text is tokenized: iterate it through "
-                        "stoker.DataLoader (sequences come as blocks are packed)")
+        raise TypeError("a Pack of a TextDataset (or with repack=True) has no length before its blocks are packed: "
+                        "iterate it through stoker.DataLoader")
 
     def __repr__(self) -> str:
         return (f"stoker.text.Pack({type(self.dataset).__name__}, seq_len={self.seq_len}, mode={self.mode!r}, "
@@ -194,7 +194,7 @@ class PackedStreamLoader(DataLoader):
         for name, v in (("sampler", sampler), ("batch_sampler", batch_sampler), ("collate_fn", collate_fn),
                         ("generator", generator), ("sample_seeds", sample_seeds or None)):
             if v is not None:
-                raise ValueError(f"stoker.DataLoader: a Pack of a TextDataset takes no {name} (the Pack orders, "
+                raise ValueError(f"stoker.DataLoader: a PackedStream takes no {name} (the Pack orders, "
                                  "packs and batches its sequences; its shuffle= and seed= set the order)")
         if shuffle is not None and bool(shuffle) != dataset.shuffle:
             raise ValueError(f"stoker.DataLoader: shuffle={shuffle!r}, but the Pack's documents are "
@@ -203,7 +203,7 @@ class PackedStreamLoader(DataLoader):
             raise ValueError(f"stoker.DataLoader: batch_size should be an int >= 1 for packed sequences, "
                              f"got {batch_size!r}")
         if output != "torch":
-            raise ValueError("stoker.DataLoader: a Pack of a TextDataset yields torch tensors (output='torch')")
+            raise ValueError("stoker.DataLoader: a PackedStream yields torch tensors (output='torch')")
         from stoker.distributed import rank_and_world_size
         self.rank, self.world_size = rank_and_world_size() if distributed else (0, 1)
         self.dataset, self.batch_size, self.drop_last = dataset, int(batch_size), bool(drop_last)
@@ -362,7 +362,7 @@ class PackedStreamLoader(DataLoader):
             return
         missing = sorted(set(range(world)) - set(ranks))
         if missing:
-            raise ValueError(f"load_state_dict: resuming a Pack of a TextDataset on {self.world_size} ranks from "
+            raise ValueError(f"load_state_dict: resuming a PackedStream on {self.world_size} ranks from "
                              f"{world} needs every old rank's position, and rank(s) {missing[:8]} are missing: save "
                              "the state with torch.distributed initialized (state_dict() gathers them), or pass the "
                              "list of every rank's state")
@@ -396,7 +396,8 @@ def _merge(states: list) -> dict:
         raise ValueError("load_state_dict: no state")
     for s in states:
         if not isinstance(s, dict) or s.get("kind") != KIND:
-            raise ValueError(f"load_state_dict: not the state of a loader of a Pack of a TextDataset "
+            raise ValueError(f"load_state_dict: not the state of a loader of a PackedStream (a Pack of a TextDataset "
+                             f"or with repack=True) "
                              f"(kind {s.get('kind') if isinstance(s, dict) else type(s).__name__!r})")
     out = dict(states[0])
     out["ranks"] = {}

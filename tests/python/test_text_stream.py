@@ -168,13 +168,13 @@ def test_a_resume_it_cannot_make_exact_is_refused_with_why(tmp_path, monkeypatch
     other = stoker.text.Pack(ds, 64, "concat", block_documents=10)
     with pytest.raises(ValueError, match=r"saved by a Pack with seq_len=32, this one has seq_len=64"):
         stoker.DataLoader(other, batch_size=4).load_state_dict(state)
-    with pytest.raises(ValueError, match="not the state of a loader of a Pack of a TextDataset"):
+    with pytest.raises(ValueError, match="not the state of a loader of a PackedStream"):
         stoker.DataLoader(seqs, batch_size=4).load_state_dict({"kind": "x"})
     with pytest.raises(ValueError, match="takes no sampler"):
         stoker.DataLoader(seqs, batch_size=4, sampler=range(3))
     with pytest.raises(ValueError, match="give shuffle= to the Pack"):
         stoker.DataLoader(seqs, batch_size=4, shuffle=False)
-    with pytest.raises(TypeError, match="no length before its text is tokenized"):
+    with pytest.raises(TypeError, match="no length before its blocks are packed"):
         len(seqs)
     with pytest.raises(ValueError, match="block_documents should be an int >= 1"):
         stoker.text.Pack(ds, 32, block_documents=0)
