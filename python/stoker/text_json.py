@@ -85,12 +85,14 @@ def _lines(path: str, fd: Optional[int] = None) -> tuple:
         ends = np.concatenate([nl, [size]])
         keep = ends > starts
         starts, ends = starts[keep], ends[keep]
-        # Lines of blanks only (spaces, tabs, \r) are not documents.
-        blank = np.ones(len(buf) + 1, bool)
-        blank[:-1] = np.isin(buf, (9, 13, 32))
-        csum = np.concatenate([[0], np.cumsum(~blank[:-1])])
-        solid = csum[ends] - csum[starts] > 0
-        del buf
+        # Lines of blanks only (spaces, tabs, \r) are not documents.  A line
+        # whose first byte is not a blank holds something (a JSON line's "{");
+        # only the few that start with a blank are looked at whole.
+        first = buf[np.minimum(starts, max(size - 1, 0))]
+        solid = ~np.isin(first, (9, 13, 32))
+        for k in np.flatnonzero(~solid).tolist():
+            solid[k] = bool(bytes(buf[starts[k]:ends[k]]).strip(b" \t\r"))
+        del buf, first
     return starts[solid].astype(np.int64), ends[solid].astype(np.int64)
 
 

@@ -202,6 +202,9 @@ class PackedStreamLoader(DataLoader):
         if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"stoker.DataLoader: batch_size should be an int >= 1 for packed sequences, "
                              f"got {batch_size!r}")
+        if kwargs.get("in_order", True) is not True:
+            raise ValueError("stoker.DataLoader: a PackedStream is read in order (in_order=True): its state is the "
+                             "blocks each rank went through in order")
         if output != "torch":
             raise ValueError("stoker.DataLoader: a PackedStream yields torch tensors (output='torch')")
         from stoker.distributed import rank_and_world_size
