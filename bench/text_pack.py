@@ -28,7 +28,7 @@ Tokens/s counts the documents' tokens delivered (padding left out), from the
 loader's construction to its last batch; each way once per round, the order
 alternating; the median of --rounds.
 
-    PYTHONPATH=python /tmp/peers/bin/python bench/text_pack.py [--docs 20000] [--rounds 3]
+    PYTHONPATH=python /tmp/peers/bin/python bench/text_pack.py [--docs 20000] [--rounds 3] [--resume]
 """
 import argparse
 import json
@@ -132,11 +132,38 @@ def run(name, texts, lines, tok, tok_path, jsonl):
     return n / (time.perf_counter() - t), padding, n
 
 
+def resume(jsonl, tok_path, world=8):
+    """Rank 0 of `world` (positions gathered from every rank's own state),
+    stopped mid-epoch and resumed on world - 1 ranks: the state's size and
+    load_state_dict to the first batch (the begun blocks tokenized again)."""
+    import pickle
+    seqs = stoker.text.Pack(stoker.text.TextDataset(jsonl, tokenizer=tok_path), SEQ_LEN, "best_fit", window=1024)
+    states = []
+    for rank in range(world):
+        os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world)
+        loader = stoker.DataLoader(seqs, batch_size=BATCH, num_workers=0, distributed=True)
+        it = iter(loader)
+        for _ in range(3):
+            next(it)
+        states.append(loader.state_dict())
+        del it
+    os.environ["RANK"], os.environ["WORLD_SIZE"] = "0", str(world - 1)
+    t = time.perf_counter()
+    again = stoker.DataLoader(seqs, batch_size=BATCH, num_workers=2, distributed=True)
+    again.load_state_dict(states)
+    next(iter(again))
+    took = time.perf_counter() - t
+    merged = dict(states[0], ranks={r: s["ranks"][r] for r, s in enumerate(states)})
+    print(f"resume on {world - 1} ranks from {world}: state {len(pickle.dumps(merged))} bytes (every rank's "
+          f"position), load_state_dict to the first batch {took:.2f} s")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--docs", type=int, default=20000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--no-grain", action="store_true")
+    p.add_argument("--resume", action="store_true", help="measure the resume instead")
     a = p.parse_args()
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     rng = np.random.default_rng(0)
@@ -162,6 +189,8 @@ def main():
         jsonl = os.path.join(d, "corpus.jsonl")
         with open(jsonl, "w") as f:
             f.write("\n".join(lines) + "\n")
+        if a.resume:
+            return resume(jsonl, tok_path)
         res = {k: [] for k in names}
         pad = {}
         for r in range(a.rounds):

@@ -240,8 +240,8 @@ class PackedStreamLoader(DataLoader):
         self._segments, self._loaded, self._pos, self._finished = [], None, None, False
 
     def __len__(self):
-        raise TypeError("a loader of a Pack of a TextDataset has no length: its sequences are known as its "
-                        "blocks are tokenized")
+        raise TypeError("a loader of a PackedStream has no length: its sequences are known as its blocks are "
+                        "packed")
 
     # ----- a pass ----------------------------------------------------------------------
     def __iter__(self):

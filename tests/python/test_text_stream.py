@@ -172,6 +172,8 @@ def test_a_resume_it_cannot_make_exact_is_refused_with_why(tmp_path, monkeypatch
         stoker.DataLoader(seqs, batch_size=4).load_state_dict({"kind": "x"})
     with pytest.raises(ValueError, match="takes no sampler"):
         stoker.DataLoader(seqs, batch_size=4, sampler=range(3))
+    with pytest.raises(ValueError, match=r"read in order \(in_order=True\)"):
+        stoker.DataLoader(seqs, batch_size=4, in_order=False)
     with pytest.raises(ValueError, match="give shuffle= to the Pack"):
         stoker.DataLoader(seqs, batch_size=4, shuffle=False)
     with pytest.raises(TypeError, match="no length before its blocks are packed"):
