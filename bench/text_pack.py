@@ -165,13 +165,6 @@ def main():
     p.add_argument("--no-grain", action="store_true")
     p.add_argument("--resume", action="store_true", help="measure the resume instead")
     a = p.parse_args()
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    rng = np.random.default_rng(0)
-    words = ["".join(chr(97 + c) for c in rng.integers(0, 26, rng.integers(2, 10))) for _ in range(20000)]
-    z = 1 / np.arange(1, len(words) + 1) ** 1.1
-    z /= z.sum()
-    texts = [" ".join(words[i] for i in rng.choice(len(words), rng.integers(20, 320), p=z)) + "."
-             for _ in range(a.docs)]
     names = ["encode_batch", "encode_batch_fast", "stoker best_fit", "stoker concat", "torch"]
     if not a.no_grain:
         try:
@@ -179,16 +172,9 @@ def main():
             names.append("grain")
         except ImportError:
             pass
+    from text_tokenize import corpus  # (bench/ is the script's directory)
     with tempfile.TemporaryDirectory() as d:
-        tok = Tokenizer(models.BPE(unk_token="[UNK]"))
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel()
-        tok.train_from_iterator(texts[:2000], trainers.BpeTrainer(vocab_size=8000, special_tokens=["[UNK]"]))
-        tok_path = os.path.join(d, "tokenizer.json")
-        tok.save(tok_path)
-        lines = [json.dumps({"text": t}) for t in texts]
-        jsonl = os.path.join(d, "corpus.jsonl")
-        with open(jsonl, "w") as f:
-            f.write("\n".join(lines) + "\n")
+        texts, lines, tok, tok_path, jsonl = corpus(d, a.docs, words=lambda rng: rng.integers(20, 320))
         if a.resume:
             return resume(jsonl, tok_path)
         res = {k: [] for k in names}

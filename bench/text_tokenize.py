@@ -40,26 +40,36 @@ class PerDocument(torch.utils.data.Dataset):
         return torch.tensor(self.tok.encode(json.loads(self.lines[i])["text"]).ids)
 
 
+def corpus(d, docs, words=lambda rng: 170):
+    """`docs` JSON Lines documents of `words(rng)` words from a Zipf
+    vocabulary, written to d/corpus.jsonl, and a byte-level BPE of 8,000 ids
+    trained on the first 2,000: (texts, lines, tokenizer, its path, the
+    .jsonl's path)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    rng = np.random.default_rng(0)
+    vocab = ["".join(chr(97 + c) for c in rng.integers(0, 26, rng.integers(2, 10))) for _ in range(20000)]
+    z = 1 / np.arange(1, len(vocab) + 1) ** 1.1
+    z /= z.sum()
+    texts = [" ".join(vocab[i] for i in rng.choice(len(vocab), words(rng), p=z)) + "." for _ in range(docs)]
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel()
+    tok.train_from_iterator(texts[:2000], trainers.BpeTrainer(vocab_size=8000, special_tokens=["[UNK]"]))
+    path = os.path.join(d, "tokenizer.json")
+    tok.save(path)
+    lines = [json.dumps({"text": t}) for t in texts]
+    jsonl = os.path.join(d, "corpus.jsonl")
+    with open(jsonl, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return texts, lines, tok, path, jsonl
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--docs", type=int, default=20000)
     p.add_argument("--rounds", type=int, default=3)
     a = p.parse_args()
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    rng = np.random.default_rng(0)
-    words = ["".join(chr(97 + c) for c in rng.integers(0, 26, rng.integers(2, 10))) for _ in range(20000)]
-    z = 1 / np.arange(1, len(words) + 1) ** 1.1
-    z /= z.sum()
-    texts = [" ".join(words[i] for i in rng.choice(len(words), 170, p=z)) + "." for _ in range(a.docs)]
     with tempfile.TemporaryDirectory() as d:
-        tok = Tokenizer(models.BPE(unk_token="[UNK]"))
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel()
-        tok.train_from_iterator(texts[:2000], trainers.BpeTrainer(vocab_size=8000, special_tokens=["[UNK]"]))
-        path = os.path.join(d, "tokenizer.json")
-        tok.save(path)
-        lines = [json.dumps({"text": t}) for t in texts]
-        with open(os.path.join(d, "corpus.jsonl"), "w") as f:
-            f.write("\n".join(lines) + "\n")
+        texts, lines, tok, path, _ = corpus(d, a.docs)
         ds = stoker.text.TextDataset(os.path.join(d, "corpus.jsonl"), tokenizer=path)
         res = {"encode_batch": [], "stoker": [], "torch": []}
         for r in range(a.rounds):
