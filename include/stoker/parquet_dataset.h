@@ -81,6 +81,12 @@ class ParquetDataset : public NativeDataset {
 
   // {first row, rows} of each row group, in file order.
   const std::vector<std::pair<uint64_t, uint64_t>>& row_groups() const;
+  // The cache an epoch holding `row_groups` decoded row groups at a time
+  // needs: the largest ones' estimated decoded bytes, and 64 MiB.  (Open's
+  // default, without cache_bytes: the shuffle window and 2.)
+  uint64_t CacheBytesFor(uint32_t row_groups) const;
+  // Sets the decoded row groups' budget (a loader sizes it to its epochs).
+  void SetCacheBudget(uint64_t bytes);
   uint32_t window() const;
   ParquetStats stats() const;
 

@@ -44,6 +44,9 @@ PYBIND11_MODULE(_stoker_parquet, m) {
              return std::shared_ptr<ParquetDataset>(Check(std::move(r))); })
       .def_property_readonly("row_groups", &ParquetDataset::row_groups)
       .def_property_readonly("window", &ParquetDataset::window)
+      .def("cache_bytes_for", &ParquetDataset::CacheBytesFor,
+           "The cache an epoch holding that many decoded row groups at a time needs.")
+      .def("set_cache_budget", &ParquetDataset::SetCacheBudget)
       // "tensor", "str" or "bytes" per field: what a variable uint8 field's sample is.
       .def_property_readonly("leaves", [](ParquetDataset& d) {
              std::vector<std::string> out;

@@ -174,6 +174,8 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             # dataset's row group by row group, in its order.
             sampler = own.sampler(shuffle=bool(shuffle), seed=seed, rank=self.rank, world_size=self.world_size,
                                   pad=pad())
+            if hasattr(own, "size_cache"):  # (a ParquetDataset's decoded row groups: what these epochs hold)
+                own.size_cache(shuffle=bool(shuffle), readers=num_workers)
             shuffle = None
         elif distributed and not isinstance(dataset, IterableDataset) and not \
                 isinstance(sampler, (ScalableShuffleSampler, MixSampler)):

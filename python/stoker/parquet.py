@@ -63,7 +63,8 @@ class ParquetDataset(NativeDataset):
     column gets a bool field "<column>.valid".
     shuffle_window: the row groups whose rows a shuffled epoch mixes at a
     time (stoker.DataLoader(..., shuffle=True)).  cache_bytes: decoded row
-    groups kept (None: the window's largest ones, and 64 MiB)."""
+    groups kept (None: sized by stoker.DataLoader to its epochs, see
+    size_cache; before that, the window's largest ones and 64 MiB)."""
 
     def __init__(self, paths, columns: Optional[Sequence[str]] = None, shuffle_window: int = 32,
                  null_mask: bool = False, cache_bytes: Optional[int] = None,
@@ -82,6 +83,19 @@ class ParquetDataset(NativeDataset):
         self._native = _module().ParquetDataset.open(files, cols, shuffle_window, bool(null_mask), cache_bytes or 0,
                                                      opts)
         self._leaves = list(self._native.leaves)
+        self._auto_cache = cache_bytes is None
+
+    def size_cache(self, shuffle: bool, readers: int):
+        """Without cache_bytes, the cache is sized to the loader's epochs
+        (stoker.DataLoader calls this): shuffled, the window's largest row
+        groups and 2 more; in order, one per reader and 4 more (the decoder
+        ahead's); and 64 MiB.  A cache_bytes given is kept."""
+        if not self._auto_cache:
+            return
+        held = self._native.window + 2 if shuffle else max(1, int(readers)) + 4
+        budget = int(self._native.cache_bytes_for(held))
+        self._native.set_cache_budget(budget)
+        self._args = self._args[:4] + (budget,) + self._args[5:]  # (a pickled copy has the same cache)
 
     @property
     def row_groups(self) -> list[tuple[int, int]]:

@@ -306,19 +306,24 @@ Result<std::unique_ptr<ParquetDataset>> ParquetDataset::Open(const std::vector<s
     }
     m->files.push_back(std::move(f));
   }
-  uint64_t budget = o.cache_bytes;
-  if (budget == 0) {
-    std::vector<uint64_t> e = m->estimates;
-    std::sort(e.rbegin(), e.rend());
-    for (size_t i = 0; i < e.size() && i < o.window + 2; ++i) budget += e[i];
-    budget += uint64_t{64} << 20;
-  }
   Impl* raw = m.get();
   m->cache = std::make_unique<RowGroupCache>(
-      static_cast<uint32_t>(m->groups.size()), budget, [raw](uint32_t g) { return raw->Decode(g); },
+      static_cast<uint32_t>(m->groups.size()), o.cache_bytes, [raw](uint32_t g) { return raw->Decode(g); },
       [raw](uint32_t g) { return raw->estimates[g]; });
-  return std::unique_ptr<ParquetDataset>(new ParquetDataset(std::move(m)));
+  std::unique_ptr<ParquetDataset> d(new ParquetDataset(std::move(m)));
+  if (o.cache_bytes == 0) d->SetCacheBudget(d->CacheBytesFor(o.window + 2));
+  return d;
 }
+
+uint64_t ParquetDataset::CacheBytesFor(uint32_t row_groups) const {
+  std::vector<uint64_t> e = impl_->estimates;
+  std::sort(e.rbegin(), e.rend());
+  uint64_t bytes = uint64_t{64} << 20;
+  for (size_t i = 0; i < e.size() && i < row_groups; ++i) bytes += e[i];
+  return bytes;
+}
+
+void ParquetDataset::SetCacheBudget(uint64_t bytes) { impl_->cache->SetBudget(bytes); }
 
 uint64_t ParquetDataset::size() const { return impl_->rows; }
 const std::vector<FieldSpec>& ParquetDataset::fields() const { return impl_->fields; }

@@ -137,6 +137,12 @@ Result<RowGroupCache::Table> RowGroupCache::Get(uint32_t g) {
   }
 }
 
+void RowGroupCache::SetBudget(uint64_t budget) {
+  std::lock_guard<std::mutex> l(mu_);
+  budget_ = budget;
+  cv_.notify_all();  // (more room for the decoder ahead, maybe)
+}
+
 void RowGroupCache::Finished(uint32_t g) {
   std::lock_guard<std::mutex> l(mu_);
   Entry& e = entries_[g];

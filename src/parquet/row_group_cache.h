@@ -49,7 +49,13 @@ class RowGroupCache {
   // reaches it (a cold sequential epoch waited for each file read).
   void SetAhead(std::vector<uint32_t> order);
   ParquetStats stats() const;
-  uint64_t budget() const { return budget_; }
+  uint64_t budget() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return budget_;
+  }
+  // A new budget (a loader sizes it to what its epochs need); a smaller one
+  // drops decoded row groups as later decodes need room.
+  void SetBudget(uint64_t budget);
 
  private:
   enum State : uint8_t { kEmpty, kLoading, kReady, kFailed };
@@ -71,7 +77,7 @@ class RowGroupCache {
   bool LoadLocked(std::unique_lock<std::mutex>& l, uint32_t g, bool ahead);
   void AheadMain();
 
-  const uint64_t budget_;
+  uint64_t budget_;  // (under mu_)
   std::function<Result<Table>(uint32_t)> decode_;
   std::function<uint64_t(uint32_t)> estimate_;
   mutable std::mutex mu_;

@@ -145,6 +145,27 @@ def test_the_decoded_row_groups_are_part_of_max_memory(files):
         stoker.DataLoader(ds, batch_size=32, num_workers=2, max_memory=held + (8 << 20))
 
 
+def test_an_epoch_in_order_holds_a_few_row_groups_not_the_shuffle_window(tmp_path):
+    # 24 row groups of about 2 MiB decoded: the window's cache (34 of them) is
+    # more than max_memory allows, but reading in order needs one a reader and 4.
+    rng = np.random.default_rng(5)
+    blob = [rng.integers(0, 256, 4096, dtype=np.uint8).tobytes() for _ in range(512)]
+    pq.write_table(pa.table({"id": pa.array(np.arange(24 * 512)), "img": pa.array(blob * 24, pa.binary())}),
+                   tmp_path / "big.parquet", row_group_size=512, compression="none")
+    ds = stoker.io.ParquetDataset(tmp_path / "big.parquet")
+    window = ds.memory_bytes
+    loader = stoker.DataLoader(ds, batch_size=64, num_workers=2, max_memory=window - (8 << 20))
+    assert ds.memory_bytes == ds._native.cache_bytes_for(6) < window - (24 << 20)
+    assert sum(len(b["id"]) for b in loader) == 24 * 512
+    assert loader.stats(False)["dataset_memory_bytes"] == ds.memory_bytes
+    with pytest.raises(ValueError, match=r"holds the dataset's decoded data .*shuffle_window"):
+        stoker.DataLoader(ds, batch_size=64, num_workers=2, shuffle=True, max_memory=window - (8 << 20))
+    # A cache_bytes given is kept, shuffled or not.
+    fixed = stoker.io.ParquetDataset(tmp_path / "big.parquet", cache_bytes=100 << 20)
+    stoker.DataLoader(fixed, batch_size=64, num_workers=2, max_memory=200 << 20)
+    assert fixed.memory_bytes == 100 << 20
+
+
 def test_ranks_take_disjoint_parts_that_cover_the_epoch(files):
     d, _ = files
     ds = stoker.io.ParquetDataset(d, columns=["id"])
