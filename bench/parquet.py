@@ -7,7 +7,7 @@ fixed_size_list<float32>[256], text (~200 B), img binary (1-4 KB).  Every
 loader turns each batch into what a training loop takes: tensors for the
 numbers, lists of str and bytes for text and img.  Rows/s, warm page cache.
 
-    python bench/parquet.py --files 8 --groups 8 --rows 2048 [--cold]
+    python bench/parquet.py --files 8 --groups 8 --rows 2048 [--cold] [--max-memory BYTES]
 
 --cold drops the files from the page cache before each run
 (posix_fadvise DONTNEED), so that every loader reads them from the disk.
@@ -110,6 +110,8 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cold", action="store_true", help="each run reads the files out of the page cache")
+    ap.add_argument("--max-memory", type=int, default=None,
+                    help="stoker's max_memory (default: its own); a shuffled epoch's window of row groups is in it")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=os.environ.get("STOKER_BENCH_DIR")) as d:
         n = write(d, a.files, a.groups, a.rows)
@@ -124,10 +126,11 @@ def main():
             "torch DataLoader over read_row_group (2 workers)":
                 lambda: torch.utils.data.DataLoader(RowGroups(paths), batch_size=None, num_workers=2),
             "stoker ParquetDataset, sequential (2 threads)":
-                lambda: stoker.DataLoader(stoker.io.ParquetDataset(paths), batch_size=a.batch, num_workers=2),
+                lambda: stoker.DataLoader(stoker.io.ParquetDataset(paths), batch_size=a.batch, num_workers=2,
+                                          max_memory=a.max_memory),
             "stoker ParquetDataset, shuffled (window 32)":
                 lambda: stoker.DataLoader(stoker.io.ParquetDataset(paths), batch_size=a.batch, num_workers=2,
-                                          shuffle=True),
+                                          shuffle=True, max_memory=a.max_memory),
         }
         best = {k: 0.0 for k in runs}
         for _ in range(a.rounds):
