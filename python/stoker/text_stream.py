@@ -334,10 +334,10 @@ class PackedStreamLoader(DataLoader):
             every = [None] * self.world_size
             dist.all_gather_object(every, [self.rank, mine])
             ranks = {int(r): m for r, m in every}
+        # (the segments are of self._epoch, also once this rank is through it
+        # and its position says the next epoch: other ranks may be in it)
         return {"kind": KIND, "fingerprint": self.dataset.fingerprint(), "world": self.world_size,
-                "epoch": min(m[0] for m in ranks.values()) if len(ranks) == self.world_size else mine[0],
-                "segments": [dict(seg) for seg in self._segments] if mine[0] == self._epoch else [],
-                "ranks": ranks}
+                "segments_epoch": self._epoch, "segments": [dict(seg) for seg in self._segments], "ranks": ranks}
 
     def load_state_dict(self, state):
         """A state from state_dict(): the gathered one of any rank, or a list
@@ -359,8 +359,7 @@ class PackedStreamLoader(DataLoader):
                                  "gathers every rank's), or load each rank's own")
             epoch, done, at = ranks[self.rank]
             self.set_epoch(epoch)
-            if epoch == state["epoch"]:
-                self._segments = [dict(seg) for seg in state["segments"]]
+            self._segments = _segments(state, epoch)
             self._loaded = (done, at)
             return
         missing = sorted(set(range(world)) - set(ranks))
@@ -369,9 +368,9 @@ class PackedStreamLoader(DataLoader):
                              f"{world} needs every old rank's position, and rank(s) {missing[:8]} are missing: save "
                              "the state with torch.distributed initialized (state_dict() gathers them), or pass the "
                              "list of every rank's state")
-        epoch = int(state["epoch"])
+        epoch = min(m[0] for m in ranks.values())
         self.set_epoch(epoch)
-        self._segments = [dict(seg) for seg in state["segments"]]
+        self._segments = _segments(state, epoch)
         shares = self._items()
         positions = []
         for r in range(world):
@@ -403,13 +402,16 @@ def _merge(states: list) -> dict:
                              f"or with repack=True) "
                              f"(kind {s.get('kind') if isinstance(s, dict) else type(s).__name__!r})")
     out = dict(states[0])
-    out["ranks"] = {}
+    out["ranks"], out["segments"] = {}, {}
     for s in states:
         if s["world"] != out["world"] or s["fingerprint"] != out["fingerprint"]:
             raise ValueError("load_state_dict: the states were saved by different jobs (world size or Pack)")
         out["ranks"].update({int(r): list(m) for r, m in s["ranks"].items()})
-    out["epoch"] = min(m[0] for m in out["ranks"].values()) if len(out["ranks"]) == out["world"] \
-        else out["epoch"]
-    longest = max(states, key=lambda s: len(s["segments"]))
-    out["segments"] = longest["segments"]
+        out["segments"].setdefault(int(s["segments_epoch"]), s["segments"])
     return out
+
+
+def _segments(state: dict, epoch: int) -> list:
+    """The earlier topologies of `epoch` a merged state holds (none: it
+    began on this one)."""
+    return [dict(seg) for seg in state["segments"].get(epoch, [])]

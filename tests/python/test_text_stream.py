@@ -154,6 +154,36 @@ def test_resumed_on_4_3_6_1_ranks_every_document_token_of_the_epoch_comes_once(t
     assert got == collections.Counter((d, t) for d, x in enumerate(ids) for t in x)
 
 
+def test_a_rank_through_its_share_keeps_the_epochs_topologies_in_the_state(tmp_path, monkeypatch):
+    # After a resume on another world size, rank 0 reads its share to the
+    # end (its state says: the next epoch) while the others stop.  Rank 0's
+    # gathered state must still carry the epoch's earlier topology, so the
+    # next resume deals the rest right, on another world size and on the
+    # same one (where rank 0, through the epoch, reads nothing more of it).
+    path, tok, texts = write_corpus(str(tmp_path), n=160, seed=4)
+    ids = [e.ids + [EOS] for e in tok.encode_batch(texts)]
+    seqs = stoker.text.Pack(stoker.text.TextDataset(path, tokenizer=tok), 32, "concat", eos_id=EOS, block_documents=8)
+    everything = collections.Counter((d, t) for d, x in enumerate(ids) for t in x)
+    for last_world in (2, 3):
+        got, state = collections.Counter(), None
+        for world, stop in [(2, [6, 6]), (3, [None, 1, 1]), (last_world, [None] * last_world)]:
+            new = []
+            for rank in range(world):
+                loader = ranks_loader(monkeypatch, seqs, world, rank, 1, 3)
+                if state is not None:
+                    loader.load_state_dict(state)
+                    if loader._loaded == (0, 0) and loader._epoch == 1:
+                        continue  # (through the epoch: its next pass is the next epoch)
+                for k, b in enumerate(loader):
+                    got.update(pairs(b))
+                    if k + 1 == stop[rank]:
+                        break
+                new.append(loader.state_dict())
+            # What state_dict() gathers over torch.distributed, as rank 0 has it.
+            state = dict(new[0], ranks={r: m for s in new for r, m in s["ranks"].items()})
+        assert got == everything, last_world
+
+
 def test_a_resume_it_cannot_make_exact_is_refused_with_why(tmp_path, monkeypatch):
     path, tok, _ = write_corpus(str(tmp_path), n=80)
     ds = stoker.text.TextDataset(path, tokenizer=tok)
