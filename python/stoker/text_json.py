@@ -129,7 +129,7 @@ class TextDataset(_Base):
         self.skipped = 0
         self._tokenizer = None
         self._fds = None
-        self._maps = None  # each file's read-only map, opened as documents are read
+        self._maps = None  # each file's read-only map, opened as documents are read (_line)
         if self._parquet is not None:
             return
         self._memfds = {i: _decompressed(p) for i, p in enumerate(self.files) if _zstd(p)}
@@ -151,6 +151,7 @@ class TextDataset(_Base):
                 import sentencepiece
                 self._tokenizer = sentencepiece.SentencePieceProcessor(model_proto=self._model)
             self._fds = dict(self._memfds)  # (a zstd file's memory, inherited by a forked worker)
+            self._maps = {}
         return self._tokenizer
 
     def _encode(self, texts: list) -> list:
@@ -181,11 +182,8 @@ class TextDataset(_Base):
                     return None
                 raise ValueError(f"TextDataset: {e}") from None
         f, j = self._where(index)
-        start, end = int(self._starts[f][j]), int(self._ends[f][j])
-        fd = self._fds.get(f)
-        if fd is None:
-            fd = self._fds[f] = os.open(self.files[f], os.O_RDONLY | os.O_CLOEXEC)
-        raw = os.pread(fd, end - start, start)
+        start = int(self._starts[f][j])
+        raw = self._line(f, j)
         where = f"{self.files[f]}, document {j} ({'decompressed ' if f in self._memfds else ''}byte {start})"
         try:
             text = json.loads(raw.decode("utf-8"))[self.field]
@@ -203,6 +201,17 @@ class TextDataset(_Base):
             return None
         raise ValueError(f"TextDataset: {where} {why}")
 
+    def _line(self, f: int, j: int) -> bytes:
+        """Line j of file f, from the file's read-only map (opened on the
+        first line read from it, in each process)."""
+        m = self._maps.get(f)
+        if m is None:
+            fd = self._fds.get(f)
+            if fd is None:
+                fd = self._fds[f] = os.open(self.files[f], os.O_RDONLY | os.O_CLOEXEC)
+            m = self._maps[f] = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        return m[int(self._starts[f][j]):int(self._ends[f][j])]
+
     def _texts(self, indices) -> list:
         """The texts of documents `indices` (None for a skipped one): each
         line sliced from its file's map and parsed; a line that does not
@@ -214,19 +223,10 @@ class TextDataset(_Base):
         if indices.min() < 0 or indices.max() >= len(self):
             return [self._text(int(i)) for i in indices]  # (the IndexError)
         files = np.searchsorted(self._first, indices, side="right") - 1
-        if self._maps is None:
-            self._maps = {}
         out = []
         for i, f in zip(indices.tolist(), files.tolist()):
-            m = self._maps.get(f)
-            if m is None:
-                fd = self._fds.get(f)
-                if fd is None:
-                    fd = self._fds[f] = os.open(self.files[f], os.O_RDONLY | os.O_CLOEXEC)
-                m = self._maps[f] = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-            j = i - int(self._first[f])
             try:
-                text = json.loads(m[int(self._starts[f][j]):int(self._ends[f][j])])[self.field]
+                text = json.loads(self._line(f, i - int(self._first[f])))[self.field]
                 if type(text) is str:
                     out.append(text)
                     continue
