@@ -42,6 +42,7 @@ import torch
 
 import stoker
 import stoker.text
+from text_tokenize import LazyTokenizer, corpus  # (bench/ is the script's directory)
 
 SEQ_LEN, BATCH = 2048, 8
 
@@ -57,16 +58,10 @@ class Lines(torch.utils.data.Dataset):
         return self.lines[i]
 
 
-class PackingCollate:
+class PackingCollate(LazyTokenizer):
     """Parse, encode_batch and pack a batch of documents in Python."""
 
-    def __init__(self, path):
-        self.path, self.tok = path, None
-
     def __call__(self, lines):
-        if self.tok is None:
-            from tokenizers import Tokenizer
-            self.tok = Tokenizer.from_file(self.path)
         ids, labels, pos, docs = [], [], [], []
         for d, e in enumerate(self.tok.encode_batch([json.loads(x)["text"] for x in lines])):
             t = e.ids
@@ -81,14 +76,8 @@ class PackingCollate:
         return {k: torch.tensor(v).view(-1, SEQ_LEN) for k, v in out.items()}
 
 
-class GrainEncode:
-    def __init__(self, path):
-        self.path, self.tok = path, None
-
+class GrainEncode(LazyTokenizer):
     def __call__(self, line):
-        if self.tok is None:
-            from tokenizers import Tokenizer
-            self.tok = Tokenizer.from_file(self.path)
         return {"inputs": np.asarray(self.tok.encode(json.loads(line)["text"]).ids, np.int32)}
 
 
@@ -172,7 +161,6 @@ def main():
             names.append("grain")
         except ImportError:
             pass
-    from text_tokenize import corpus  # (bench/ is the script's directory)
     with tempfile.TemporaryDirectory() as d:
         texts, lines, tok, tok_path, jsonl = corpus(d, a.docs, words=lambda rng: rng.integers(20, 320))
         if a.resume:

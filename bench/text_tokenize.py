@@ -26,17 +26,30 @@ import torch
 import stoker
 
 
-class PerDocument(torch.utils.data.Dataset):
+class LazyTokenizer:
+    """A tokenizer.json loaded at first use, in the process that uses it
+    (a worker: the object is pickled or forked without it)."""
+
+    def __init__(self, path):
+        self.path, self._tok = path, None
+
+    @property
+    def tok(self):
+        if self._tok is None:
+            from tokenizers import Tokenizer
+            self._tok = Tokenizer.from_file(self.path)
+        return self._tok
+
+
+class PerDocument(LazyTokenizer, torch.utils.data.Dataset):
     def __init__(self, lines, tokenizer_path):
-        self.lines, self.path, self.tok = lines, tokenizer_path, None
+        super().__init__(tokenizer_path)
+        self.lines = lines
 
     def __len__(self):
         return len(self.lines)
 
     def __getitem__(self, i):
-        if self.tok is None:
-            from tokenizers import Tokenizer
-            self.tok = Tokenizer.from_file(self.path)
         return torch.tensor(self.tok.encode(json.loads(self.lines[i])["text"]).ids)
 
 
