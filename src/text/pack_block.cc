@@ -44,13 +44,9 @@ Result<BlockPacker> BlockPacker::Make(const int64_t* tokens, const uint64_t* sta
       std::swap(b.row_[i - 1], b.row_[static_cast<uint64_t>((static_cast<unsigned __int128>(z) * i) >> 64)]);
     }
   }
-  // A sequence's segments: 0, one per piece, and its padding if any.
+  // A sequence's cu_seqlens: 0 and the end of each segment.
   std::vector<uint64_t> entries(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t used = 0;
-    for (uint64_t p = b.plan_.first[i]; p < b.plan_.first[i + 1]; ++p) used += b.plan_.pieces[p].length;
-    entries[b.row_[i]] = 1 + (b.plan_.first[i + 1] - b.plan_.first[i]) + (used < seq_len ? 1 : 0);
-  }
+  for (uint64_t i = 0; i < n; ++i) entries[b.row_[i]] = 1 + b.plan_.Segments(i, seq_len);
   b.cu_at_.assign(n + 1, 0);
   for (uint64_t r = 0; r < n; ++r) b.cu_at_[r + 1] = b.cu_at_[r] + entries[r];
   b.cu_entries_ = b.cu_at_[n];

@@ -34,6 +34,13 @@ struct PackPlan {
   std::vector<uint64_t> first;  // sequence i is pieces [first[i], first[i + 1])
   uint64_t sequences() const { return first.empty() ? 0 : first.size() - 1; }
   uint64_t tokens = 0;          // in every piece (the rest of sequences() * seq_len is padding)
+  // Sequence i's segments of variable-length attention: its pieces, and
+  // its padding if it has any (its cu_seqlens has one entry more).
+  uint64_t Segments(uint64_t i, uint32_t seq_len) const {
+    uint64_t used = 0;
+    for (uint64_t p = first[i]; p < first[i + 1]; ++p) used += pieces[p].length;
+    return first[i + 1] - first[i] + (used < seq_len ? 1 : 0);
+  }
 };
 
 enum class PackMode : uint8_t { kConcat = 0, kBestFit = 1 };

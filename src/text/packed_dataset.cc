@@ -46,17 +46,10 @@ Status PackedDataset::Tokens(uint64_t doc, uint64_t offset, uint64_t n, int64_t*
   return Status::OK();
 }
 
-uint64_t PackedDataset::Segments(uint64_t index) const {
-  const uint64_t pieces = plan_.first[index + 1] - plan_.first[index];
-  uint64_t used = 0;
-  for (uint64_t p = plan_.first[index]; p < plan_.first[index + 1]; ++p) used += plan_.pieces[p].length;
-  return pieces + (used < options_.seq_len ? 1 : 0);
-}
-
 Status PackedDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
   if (index >= size()) return Status::InvalidArgument(Describe() + ": no sequence " + std::to_string(index));
   for (size_t f = 0; f + 1 < fields_.size(); ++f) bytes[f] = fields_[f].bytes();
-  bytes[fields_.size() - 1] = (Segments(index) + 1) * sizeof(int32_t);
+  bytes[fields_.size() - 1] = (plan_.Segments(index, options_.seq_len) + 1) * sizeof(int32_t);
   return Status::OK();
 }
 

@@ -57,7 +57,6 @@ class PackedDataset : public NativeDataset {
   uint32_t Length(uint64_t doc) const;  // with the appended eos
   // Tokens [offset, offset + n) of document `doc`, the appended eos included.
   Status Tokens(uint64_t doc, uint64_t offset, uint64_t n, int64_t* out) const;
-  uint64_t Segments(uint64_t index) const;
   std::vector<std::shared_ptr<TokenDataset>> sources_;
   std::vector<uint64_t> offsets_;  // sources + 1
   PackOptions options_;
