@@ -15,6 +15,7 @@ numbers, lists of str and bytes for text and img.  Rows/s, warm page cache.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import warnings
@@ -112,9 +113,18 @@ def main():
     ap.add_argument("--cold", action="store_true", help="each run reads the files out of the page cache")
     ap.add_argument("--max-memory", type=int, default=None,
                     help="stoker's max_memory (default: its own); a shuffled epoch's window of row groups is in it")
+    ap.add_argument("--data", default=None,
+                    help="a directory for the files, kept: written if empty, else read as it is (the full size takes "
+                         "minutes to write)")
     a = ap.parse_args()
-    with tempfile.TemporaryDirectory(dir=os.environ.get("STOKER_BENCH_DIR")) as d:
-        n = write(d, a.files, a.groups, a.rows)
+    with (contextlib.nullcontext(a.data) if a.data else
+          tempfile.TemporaryDirectory(dir=os.environ.get("STOKER_BENCH_DIR"))) as d:
+        os.makedirs(d, exist_ok=True)
+        if a.data and os.listdir(d):
+            n = sum(pq.ParquetFile(os.path.join(d, f)).metadata.num_rows for f in os.listdir(d))
+            assert n == a.files * a.groups * a.rows, f"{d} holds {n} rows, not --files x --groups x --rows"
+        else:
+            n = write(d, a.files, a.groups, a.rows)
         paths = sorted(os.path.join(d, f) for f in os.listdir(d))
         size = sum(os.path.getsize(p) for p in paths)
         print(f"{a.files} files x {a.groups} row groups x {a.rows} rows = {n} rows, {size / 2**20:.0f} MiB (zstd), "

@@ -55,6 +55,7 @@ struct ParquetStats {
   uint64_t decoded_bytes = 0;       // held by the cache now
   uint64_t peak_decoded_bytes = 0;
   uint64_t evictions = 0;
+  uint64_t behind_timeouts = 0;     // waits for row groups behind a reader that ran out (RowGroupCache)
   uint64_t cache_budget = 0;        // the most the cache holds (ParquetOptions::cache_bytes, or chosen)
   uint64_t requests = 0, bytes_fetched = 0;  // remote files: range requests (and sizes asked), bytes received
 };

@@ -117,6 +117,10 @@ struct ParquetDataset::Impl {
   std::vector<uint32_t> group_file, group_local;
   std::vector<uint64_t> estimates;         // decoded bytes of each row group (uncompressed size)
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> reads;  // rows read of each row group
+  // The epoch is shuffled: a batch's rows are copied out as their sizes
+  // are read (Staged, below).  In order, a batch spans a row group or two
+  // and the second copy would only cost.
+  std::atomic<bool> stage_rows{false};
   uint64_t rows = 0;
   std::unique_ptr<RowGroupCache> cache;
   std::shared_ptr<FetchCounters> fetched = std::make_shared<FetchCounters>();
@@ -139,6 +143,10 @@ struct ParquetDataset::Impl {
     *row = static_cast<int64_t>(index - groups[*g].first);
     return cache->Get(*g);
   }
+
+  Status CopyRow(const arrow::Table& t, uint32_t g, int64_t row, uint8_t* const* dst) const;
+  // A row of g was read: the last one of the epoch tells the cache.
+  void CountRead(uint32_t g);
 
   std::string Where(uint32_t g) const {
     return files[group_file[g]]->path + ", row group " + std::to_string(group_local[g]);
@@ -349,6 +357,73 @@ std::string ParquetDataset::DescribeSample(uint64_t index) const {
          std::to_string(index) + " of the dataset)";
 }
 
+namespace {
+// The rows whose sizes a reader thread read, copied out of their decoded
+// row groups.  A reader reads a batch's sizes, then its rows (the slot is
+// sized in between); copying each row once, at its size, and counting it
+// read then, makes a batch touch each row group once: a batch that
+// begins the next shuffle window while the last rows of this one are in it
+// would need both windows' row groups decoded at once (twice the cache),
+// or decode some twice.  Read takes a row from here when it is here.
+struct Staged {
+  const void* owner = nullptr;
+  bool reading = false;  // rows were taken since: the next size begins a new batch
+  // Each row's fields, one after another (grown without zeroing).
+  std::unique_ptr<uint8_t[]> bytes;
+  uint64_t used = 0, capacity = 0;
+  std::vector<uint8_t*> dst;  // (a row's fields, for CopyRow)
+  struct Row {
+    uint64_t index, at;
+  };
+  std::vector<Row> rows;
+  std::vector<uint64_t> sizes;  // fields per row
+  size_t next = 0;              // the row Read should ask for next
+  void Reset(const void* o) {
+    owner = o, reading = false, next = 0, used = 0;
+    rows.clear(), sizes.clear();
+  }
+  uint8_t* Grow(uint64_t n) {
+    if (used + n > capacity) {
+      capacity = std::max<uint64_t>({used + n, 2 * capacity, 1 << 20});
+      std::unique_ptr<uint8_t[]> more(new uint8_t[capacity]);
+      if (used) std::memcpy(more.get(), bytes.get(), used);
+      bytes = std::move(more);
+    }
+    uint8_t* p = bytes.get() + used;
+    used += n;
+    return p;
+  }
+};
+thread_local Staged staged;
+}  // namespace
+
+// Copies row `row` of g (decoded: t) to dst, field by field; DataLoss
+// naming the file, row group, column and row for a null (without
+// null_mask) or a null inside a list.
+Status ParquetDataset::Impl::CopyRow(const arrow::Table& t, uint32_t g, int64_t row, uint8_t* const* dst) const {
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const arrow::Array& a = *t.column(static_cast<int>(c))->chunk(0);
+    const bool valid = a.IsValid(row);
+    if (!valid && mask_of[c] < 0)
+      return Status::DataLoss(Where(g) + ", column '" + names[c] + "': row " + std::to_string(row) +
+                              " is null; pass null_mask=True to read nulls as zeros with a '" + names[c] +
+                              ".valid' field");
+    Status st = columns[c].Copy(a, row, dst[field_of[c]]);
+    if (!st.ok())
+      return Status::DataLoss(Where(g) + ", column '" + names[c] + "', row " + std::to_string(row) + ": " +
+                              st.message());
+    if (mask_of[c] >= 0) *dst[mask_of[c]] = valid ? 1 : 0;
+  }
+  return Status::OK();
+}
+
+void ParquetDataset::Impl::CountRead(uint32_t g) {
+  if (reads[g]->fetch_add(1, std::memory_order_relaxed) + 1 == groups[g].second) {
+    reads[g]->store(0, std::memory_order_relaxed);
+    cache->Finished(g);
+  }
+}
+
 Status ParquetDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
   Impl& m = *impl_;
   uint32_t g;
@@ -358,32 +433,48 @@ Status ParquetDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
     bytes[m.field_of[c]] = m.columns[c].Bytes(*t->column(static_cast<int>(c))->chunk(0), row);
     if (m.mask_of[c] >= 0) bytes[m.mask_of[c]] = 1;
   }
+  if (!m.stage_rows.load(std::memory_order_relaxed)) return Status::OK();
+  Staged& s = staged;
+  if (s.owner != this || s.reading) s.Reset(this);
+  const size_t nf = m.fields.size();
+  uint64_t total = 0;
+  for (size_t f = 0; f < nf; ++f) total += bytes[f];
+  const uint64_t at = s.used;
+  uint8_t* p = s.Grow(total);
+  s.dst.resize(nf);
+  for (size_t f = 0; f < nf; p += bytes[f], ++f) s.dst[f] = p;
+  Status st = m.CopyRow(*t, g, row, s.dst.data());
+  if (!st.ok()) {
+    s.used = at;
+    return st;
+  }
+  s.rows.push_back({index, at});
+  s.sizes.insert(s.sizes.end(), bytes, bytes + nf);
+  t.reset();
+  m.CountRead(g);
   return Status::OK();
 }
 
 Status ParquetDataset::Read(uint64_t index, uint8_t* const* dst) {
   Impl& m = *impl_;
+  Staged& s = staged;
+  if (s.owner == this && m.stage_rows.load(std::memory_order_relaxed)) {
+    s.reading = true;
+    for (size_t k = s.next; k < s.rows.size(); ++k) {
+      if (s.rows[k].index != index) continue;
+      const size_t nf = m.fields.size();
+      const uint8_t* p = s.bytes.get() + s.rows[k].at;
+      for (size_t f = 0; f < nf; p += s.sizes[k * nf + f], ++f) std::memcpy(dst[f], p, s.sizes[k * nf + f]);
+      s.next = k + 1;
+      return Status::OK();
+    }
+  }
   uint32_t g;
   int64_t row;
   STOKER_ASSIGN_OR_RETURN(RowGroupCache::Table t, m.Locate(*this, index, &g, &row));
-  for (size_t c = 0; c < m.columns.size(); ++c) {
-    const arrow::Array& a = *t->column(static_cast<int>(c))->chunk(0);
-    const bool valid = a.IsValid(row);
-    if (!valid && m.mask_of[c] < 0)
-      return Status::DataLoss(m.Where(g) + ", column '" + m.names[c] + "': row " + std::to_string(row) +
-                              " is null; pass null_mask=True to read nulls as zeros with a '" + m.names[c] +
-                              ".valid' field");
-    Status st = m.columns[c].Copy(a, row, dst[m.field_of[c]]);
-    if (!st.ok())
-      return Status::DataLoss(m.Where(g) + ", column '" + m.names[c] + "', row " + std::to_string(row) + ": " +
-                              st.message());
-    if (m.mask_of[c] >= 0) *dst[m.mask_of[c]] = valid ? 1 : 0;
-  }
+  STOKER_RETURN_IF_ERROR(m.CopyRow(*t, g, row, dst));
   t.reset();
-  if (m.reads[g]->fetch_add(1, std::memory_order_relaxed) + 1 == m.groups[g].second) {
-    m.reads[g]->store(0, std::memory_order_relaxed);
-    m.cache->Finished(g);
-  }
+  m.CountRead(g);
   return Status::OK();
 }
 
@@ -393,13 +484,10 @@ std::vector<int64_t> ParquetDataset::GlobalOrder(const OrderRecipe& o) const {
 
 std::vector<int64_t> ParquetDataset::Order(const OrderRecipe& o) {
   std::vector<int64_t> mine = o.RankPart(GlobalOrder(o), RankSplit::kContiguous);
-  std::vector<uint32_t> ahead;
-  std::vector<bool> seen(impl_->groups.size());
-  for (int64_t i : mine) {
-    const uint32_t g = impl_->GroupOf(static_cast<uint64_t>(i));
-    if (!seen[g]) seen[g] = true, ahead.push_back(g);
-  }
-  impl_->cache->SetAhead(std::move(ahead));
+  impl_->stage_rows.store(o.shuffle, std::memory_order_relaxed);
+  std::vector<uint32_t> group_at(mine.size());
+  for (size_t p = 0; p < mine.size(); ++p) group_at[p] = impl_->GroupOf(static_cast<uint64_t>(mine[p]));
+  impl_->cache->SetAhead(group_at);
   return mine;
 }
 

@@ -28,12 +28,22 @@ RowGroupCache::~RowGroupCache() {
   }
 }
 
-void RowGroupCache::SetAhead(std::vector<uint32_t> order) {
+void RowGroupCache::SetAhead(const std::vector<uint32_t>& group_at) {
   std::lock_guard<std::mutex> g(mu_);
-  ahead_ = std::move(order);
+  ahead_.clear();
   ahead_at_.assign(entries_.size(), UINT32_MAX);
-  for (uint32_t i = 0; i < ahead_.size(); ++i)
-    if (ahead_[i] < entries_.size() && ahead_at_[ahead_[i]] == UINT32_MAX) ahead_at_[ahead_[i]] = i;
+  first_.assign(entries_.size(), UINT64_MAX);
+  last_.assign(entries_.size(), UINT64_MAX);
+  for (uint64_t p = 0; p < group_at.size(); ++p) {
+    const uint32_t r = group_at[p];
+    if (r >= entries_.size()) continue;
+    if (first_[r] == UINT64_MAX) {
+      first_[r] = p;
+      ahead_at_[r] = static_cast<uint32_t>(ahead_.size());
+      ahead_.push_back(r);
+    }
+    last_[r] = p;
+  }
   reached_ = 0;
   owner_ = getpid();  // (the first read here starts the decoder ahead)
   cv_.notify_all();
@@ -56,12 +66,18 @@ void RowGroupCache::AheadMain() {
   }
 }
 
-bool RowGroupCache::MakeRoomLocked(uint64_t need, bool finished_only) {
-  while (stats_.decoded_bytes + need > budget_) {
+bool RowGroupCache::MakeRoomLocked(uint64_t need, bool unfinished_too) {
+  auto first = [&](const Entry& e) { return first_.empty() ? 0 : first_[&e - entries_.data()]; };
+  while (stats_.decoded_bytes + loading_bytes_ + need > budget_) {
     Entry* victim = nullptr;
+    auto rank = [&](const Entry& e) {  // (smaller goes first)
+      if (e.finished) return std::pair<int, uint64_t>{0, e.used};
+      if (e.used == 0) return std::pair<int, uint64_t>{1, UINT64_MAX - first(e)};  // decoded ahead: needed last first
+      return std::pair<int, uint64_t>{2, e.used};
+    };
     for (Entry& e : entries_)
-      if (e.state == kReady && e.table.use_count() == 1 && (e.finished || !finished_only) &&
-          (!victim || e.used < victim->used))
+      if (e.state == kReady && e.table.use_count() == 1 && (e.finished || unfinished_too) &&
+          (!victim || rank(e) < rank(*victim)))
         victim = &e;
     if (!victim) return false;  // every decoded row group is held by a reader (or unfinished)
     stats_.decoded_bytes -= victim->bytes;
@@ -73,12 +89,47 @@ bool RowGroupCache::MakeRoomLocked(uint64_t need, bool finished_only) {
   return true;
 }
 
+bool RowGroupCache::BehindLocked(uint32_t h, uint32_t g) const {
+  if (first_.empty() || first_[g] == UINT64_MAX) return false;
+  const Entry& e = entries_[h];
+  return e.state == kReady && !e.finished && last_[h] < first_[g];
+}
+
+void RowGroupCache::MakeRoomForReaderLocked(std::unique_lock<std::mutex>& l, uint64_t need, uint32_t g) {
+  const auto deadline = std::chrono::steady_clock::now() + kBehindWait;
+  auto any_behind = [&] {
+    for (uint32_t h = 0; h < entries_.size(); ++h)
+      if (BehindLocked(h, g)) return true;
+    return false;
+  };
+  const Entry& e = entries_[g];
+  while (e.state == kEmpty && !MakeRoomLocked(need, false) && any_behind() && !stop_) {
+    if (cv_.wait_until(l, deadline) == std::cv_status::timeout) {
+      // Not finished in time (a resumed epoch read part of them, or a row
+      // was skipped): they count as finished from now on.
+      for (uint32_t h = 0; h < entries_.size(); ++h)
+        if (BehindLocked(h, g)) entries_[h].finished = true, entries_[h].used = 0;
+      ++stats_.behind_timeouts;
+    }
+  }
+  if (e.state == kEmpty) MakeRoomLocked(need, true);  // (else the decoder ahead took g meanwhile)
+}
+
 bool RowGroupCache::LoadLocked(std::unique_lock<std::mutex>& l, uint32_t g, bool ahead) {
   Entry& e = entries_[g];
   const uint64_t estimate = estimate_(g);
-  if (!MakeRoomLocked(static_cast<uint64_t>(static_cast<double>(estimate) * size_ratio_), ahead) && ahead)
-    return false;
-  e.state = kLoading;
+  const auto need = static_cast<uint64_t>(static_cast<double>(estimate) * size_ratio_);
+  if (ahead) {
+    if (!MakeRoomLocked(need, false)) return false;
+    e.state = kLoading;
+  } else {
+    // (g is claimed after the wait: a reader that needs g meanwhile, one the
+    // row groups behind wait for, decodes it itself)
+    MakeRoomForReaderLocked(l, need, g);
+    if (e.state != kEmpty) return true;  // (taken meanwhile: the caller looks again)
+    e.state = kLoading;
+  }
+  loading_bytes_ += need;  // (room taken now: decodes running at once fit the budget together)
   l.unlock();
   Result<Table> t = [&] {
     StageScope decoding(Stage::kDecode);
@@ -86,10 +137,13 @@ bool RowGroupCache::LoadLocked(std::unique_lock<std::mutex>& l, uint32_t g, bool
   }();
   const uint64_t bytes = t.ok() ? static_cast<uint64_t>(arrow::util::TotalBufferSize(*t.value())) : 0;
   l.lock();
+  loading_bytes_ -= need;
   if (t.ok() && estimate > 0) size_ratio_ = std::max(size_ratio_, static_cast<double>(bytes) / estimate);
   if (t.ok()) {
     e.table = std::move(t).value();
     e.bytes = bytes;
+    e.used = 0;  // (not read yet)
+    e.finished = false;
     e.state = kReady;
     stats_.decoded_bytes += bytes;
     stats_.peak_decoded_bytes = std::max(stats_.peak_decoded_bytes, stats_.decoded_bytes);

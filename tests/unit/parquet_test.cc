@@ -192,6 +192,82 @@ TEST(RowGroupCache, TheDecoderAheadNeverDropsARowGroupStillBeingRead) {
   EXPECT_EQ(decodes.load(), 3) << "1 was kept, 2 was decoded ahead";
 }
 
+// A reader that needs room does not drop row groups wholly behind it in
+// the order while other readers finish them: it waits, then takes the
+// finished one's room.
+TEST(RowGroupCache, AReaderWaitsForRowGroupsBehindItRatherThanDropThem) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  std::atomic<int> decodes{0};
+  RowGroupCache cache(
+      3, 2000,  // two row groups of 800 bytes fit
+      [&](uint32_t) -> Result<RowGroupCache::Table> {
+        ++decodes;
+        return RowGroupCache::Table(Ints(0, 100));
+      },
+      [](uint32_t) { return 800; });
+  cache.SetAhead({0, 1, 0, 1, 2, 2});  // 0 and 1 end before 2 begins
+  ASSERT_TRUE(cache.Get(0).ok());
+  ASSERT_TRUE(cache.Get(1).ok());
+  std::thread behind([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    cache.Finished(0);  // (the reader behind reads 0's last row)
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(cache.Get(2).ok());
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  behind.join();
+  EXPECT_GE(waited, std::chrono::milliseconds(40));
+  EXPECT_LT(waited, RowGroupCache::kBehindWait) << "0 was finished at 50 ms";
+  EXPECT_EQ(decodes.load(), 3);
+  EXPECT_EQ(cache.stats().evictions, 1u);
+  ASSERT_TRUE(cache.Get(1).ok());  // 1, not finished, was kept
+  EXPECT_EQ(decodes.load(), 3);
+  EXPECT_EQ(cache.stats().behind_timeouts, 0u);
+}
+
+// Row groups behind that no reader finishes (a resumed epoch read part of
+// them) are waited for once, kBehindWait, then count as finished.
+TEST(RowGroupCache, RowGroupsBehindThatNoOneFinishesAreDroppedAfterTheWait) {
+  testing::Watchdog wd(std::chrono::seconds(60));
+  RowGroupCache cache(
+      4, 2000, [&](uint32_t) -> Result<RowGroupCache::Table> { return RowGroupCache::Table(Ints(0, 100)); },
+      [](uint32_t) { return 800; });
+  cache.SetAhead({0, 1, 2, 3});
+  ASSERT_TRUE(cache.Get(0).ok());
+  ASSERT_TRUE(cache.Get(1).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(cache.Get(2).ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, RowGroupCache::kBehindWait - std::chrono::milliseconds(10));
+  EXPECT_EQ(cache.stats().behind_timeouts, 1u);
+  const auto t1 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(cache.Get(3).ok());  // (1 counts as finished now: no second wait)
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, RowGroupCache::kBehindWait);
+  EXPECT_EQ(cache.stats().behind_timeouts, 1u);
+}
+
+// Among unfinished row groups, one decoded ahead and not read yet goes
+// before one readers are reading, the one needed last first.
+TEST(RowGroupCache, RowGroupsDecodedAheadGoBeforeOnesBeingRead) {
+  std::vector<uint32_t> decoded;
+  RowGroupCache cache(
+      4, 2000,
+      [&](uint32_t g) -> Result<RowGroupCache::Table> {
+        decoded.push_back(g);
+        return RowGroupCache::Table(Ints(0, 100));
+      },
+      [](uint32_t) { return 800; });
+  ASSERT_TRUE(cache.Get(0).ok());  // read (no order given: no decoder ahead)
+  ASSERT_TRUE(cache.Get(1).ok());
+  cache.Finished(1);
+  cache.SetAhead({0, 2, 3, 0});  // (set after the reads: the decoder ahead starts at the next one)
+  ASSERT_TRUE(cache.Get(0).ok());
+  for (int i = 0; i < 200 && decoded.size() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(decoded, (std::vector<uint32_t>{0, 1, 2})) << "2 decoded ahead into finished 1's room";
+  ASSERT_TRUE(cache.Get(3).ok());  // room: 2 (decoded ahead, unread) goes, not 0 (being read)
+  ASSERT_TRUE(cache.Get(0).ok());
+  EXPECT_EQ(decoded, (std::vector<uint32_t>{0, 1, 2, 3}));
+}
+
 TEST(RowGroupCache, AFailedDecodeIsEveryReadersError) {
   RowGroupCache cache(
       1, 1 << 20, [](uint32_t) -> Result<RowGroupCache::Table> { return Status::DataLoss("f.parquet, row group 0: bad"); },
