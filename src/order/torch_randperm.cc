@@ -35,18 +35,27 @@ TorchRandperm::TorchRandperm(uint64_t n, uint64_t count, const TorchMT19937& gen
     : n_(n), count_(std::min(count, n)), extra_(extra_perms), gen_(gen) {
   bytes_ = std::max<size_t>(4096, n_ * sizeof(uint32_t));
   void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p != MAP_FAILED) {
-    words_ = static_cast<uint32_t*>(p);
-    // No transparent huge pages: the draw touches the whole array at random
-    // from its first steps, and faulting in (and compacting memory for)
-    // every 2 MiB page at once held up the first batches for about a second
-    // on this project's VM; 4 KiB faults spread over the draw cost a few
-    // hundred ms in all at 10^8 (docs/benchmarks.md).
-    if (bytes_ >= (size_t{8} << 20)) madvise(p, bytes_, MADV_NOHUGEPAGE);
-  }
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "stoker-randperm");
-    Run();
+  if (p != MAP_FAILED) words_ = static_cast<uint32_t*>(p);
+}
+
+void TorchRandperm::Start(uint64_t need) {
+  std::call_once(started_, [&] {
+    // Huge pages only when the draw must reach far before anything is
+    // read (a resumed epoch's first batch, the whole draw wanted): every
+    // swap is a TLB miss with 4 KiB pages, and 2 MiB ones drew a resume at
+    // 30% of 10^8 in 0.55 s against 0.96 s.  A fresh epoch keeps 4 KiB
+    // pages: its draw touches the whole array at random from its first
+    // steps, and faulting in (and compacting memory for) every 2 MiB page at
+    // once held up its first batches for about a second on this project's
+    // VM; 4 KiB faults spread over the draw cost a few hundred ms in all at
+    // 10^8 (docs/benchmarks.md).
+    if (words_ && bytes_ >= (size_t{8} << 20))
+      madvise(words_, bytes_, need >= kAhead ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    thread_pid_ = getpid();
+    thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "stoker-randperm");
+      Run();
+    });
   });
 }
 
@@ -56,8 +65,8 @@ TorchRandperm::~TorchRandperm() {
 }
 
 void TorchRandperm::Stop() {
-  if (getpid() != owner_) {  // a forked copy: the drawing thread does not exist here
-    if (thread_.joinable()) thread_.detach();
+  if (thread_.joinable() && getpid() != thread_pid_) {  // a forked copy: the drawing thread does not exist here
+    thread_.detach();
     return;
   }
   stop_ = true;
@@ -90,6 +99,12 @@ void TorchRandperm::Pace(uint64_t done) {
   pacing_.store(false);
 }
 
+namespace {
+// random() % m for the forward draw (m < 2^32 / 20 there): the same value as
+// torch's 64-bit remainder, by a cheaper 32-bit division.
+inline uint64_t Below(uint32_t r, uint64_t m) { return r % static_cast<uint32_t>(m); }
+}  // namespace
+
 void TorchRandperm::Run() {
   if (!words_) {  // (no memory: Read says so; final_state must not wait)
     std::lock_guard<std::mutex> g(mu_);
@@ -102,19 +117,19 @@ void TorchRandperm::Run() {
   // miss.  The draws do not depend on the array, so they are made kLook
   // steps ahead, in the same order, and their places prefetched: the misses
   // overlap instead of following one another.
-  constexpr uint64_t kLook = 16;
+  constexpr uint64_t kLook = 32;
   uint64_t ring[kLook];
   if (n_ < kTorchRandpermLargeN) {
     // Forward Fisher-Yates: position i is final after step i.
     const uint64_t steps = n_ > 0 ? n_ - 1 : 0;
     for (uint64_t k = 0; k < std::min(kLook, steps); ++k) {
-      ring[k] = gen_() % (n_ - k);
+      ring[k] = Below(gen_(), n_ - k);
       __builtin_prefetch(words_ + k + ring[k], 1);
     }
     for (uint64_t i = 0; i < steps; ++i) {
       const uint64_t z = ring[i % kLook];
       if (i + kLook < steps) {
-        const uint64_t next = gen_() % (n_ - i - kLook);
+        const uint64_t next = Below(gen_(), n_ - i - kLook);
         ring[i % kLook] = next;
         __builtin_prefetch(words_ + i + kLook + next, 1);
       }
@@ -166,6 +181,7 @@ Status TorchRandperm::Read(uint64_t pos, uint64_t n, int64_t* out) {
   if (pos + n > count_) return Status::InvalidArgument("order positions past its end");
   if (!words_) return Status::ResourceExhausted("no memory for a permutation of " + std::to_string(n_) + " samples");
   const uint64_t need = pos + n;
+  Start(need);
   uint64_t w = wanted_.load();
   while (need > w && !wanted_.compare_exchange_weak(w, need)) {
   }
@@ -186,6 +202,7 @@ Status TorchRandperm::Read(uint64_t pos, uint64_t n, int64_t* out) {
 
 TorchMT19937 TorchRandperm::final_state(bool with_extra) {
   all_wanted_.store(true);
+  Start(n_);
   {
     std::lock_guard<std::mutex> g(mu_);
     cv_.notify_all();

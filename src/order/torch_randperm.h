@@ -11,10 +11,10 @@
 // up it is the inside-out variant with random64() % (i + 1), whose positions
 // are final only at the end.
 //
-// A background thread draws the permutation, at most kAhead positions past
-// the furthest one read (so an epoch's draw is spread over the epoch instead
-// of taking a core from the workers at its start); Read waits for the
-// positions it asks for.  The permutation is held as 32-bit words in anonymous memory
+// A background thread, started by the first read, draws the permutation, at
+// most kAhead positions past the furthest one read (so an epoch's draw is
+// spread over the epoch instead of taking a core from the workers at its
+// start); Read waits for the positions it asks for.  The permutation is held as 32-bit words in anonymous memory
 // that is never written before it is touched (a word w != 0 holds w - 1,
 // 0 means "still its own index"), so nothing is filled up front.
 #ifndef STOKER_ORDER_TORCH_RANDPERM_H_
@@ -82,6 +82,9 @@ class TorchRandperm : public IndexOrder {
   void Stop();
 
  private:
+  // Starts the drawing thread (once): `need`, the positions the first read
+  // (or final_state) waits for, chooses the array's pages.
+  void Start(uint64_t need);
   void Run();
   uint32_t At(uint64_t k) const {
     const uint32_t w = words_[k];
@@ -108,8 +111,9 @@ class TorchRandperm : public IndexOrder {
   bool finished_ = false;  // (under mu_) the extra permutations too
   std::mutex mu_;
   std::condition_variable cv_;
+  std::once_flag started_;
   std::thread thread_;
-  pid_t owner_ = getpid();
+  pid_t thread_pid_ = 0;  // the process that started it
 };
 
 }  // namespace stoker

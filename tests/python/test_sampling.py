@@ -22,8 +22,9 @@ def native_randperm(n, generator):
 
 
 # Sizes across randperm's code path for n < 2^32 / 20 and the generator's
-# twists (624 words): tiny, around one twist, many twists.
-@pytest.mark.parametrize("n", [1, 2, 3, 17, 623, 624, 625, 1249, 100_003, 2_000_000])
+# twists (624 words): tiny, around one twist, many twists; a first read past
+# TorchRandperm::kAhead (2^21) draws on huge pages.
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 623, 624, 625, 1249, 100_003, 2_000_000, 3_000_000])
 def test_randperm_equals_torch_bit_for_bit(n):
     g = torch.Generator().manual_seed(n)
     for _ in range(3):  # a generator mid-stream too: each call continues it
