@@ -116,6 +116,20 @@ std::shared_ptr<arrow::Table> Ints(int64_t first, int64_t n) {
   return arrow::Table::Make(arrow::schema({arrow::field("id", arrow::int64())}), {a});
 }
 
+// A cache of `groups` row groups of 100 ints (800 bytes decoded) under
+// `budget`, whose row groups are estimated at `estimate` bytes; decodes
+// counted in *decodes.
+std::unique_ptr<RowGroupCache> CountingCache(uint32_t groups, uint64_t budget, uint64_t estimate,
+                                             std::atomic<int>* decodes) {
+  return std::make_unique<RowGroupCache>(
+      groups, budget,
+      [decodes](uint32_t) -> Result<RowGroupCache::Table> {
+        ++*decodes;
+        return RowGroupCache::Table(Ints(0, 100));
+      },
+      [estimate](uint32_t) { return estimate; });
+}
+
 TEST(RowGroupCache, EachRowGroupIsDecodedOnceByOneOfManyReaders) {
   testing::Watchdog wd(std::chrono::seconds(60));
   std::atomic<int> decodes{0};
@@ -170,13 +184,9 @@ TEST(RowGroupCache, FinishedRowGroupsGoFirstAndHeldOnesStay) {
 TEST(RowGroupCache, TheDecoderAheadNeverDropsARowGroupStillBeingRead) {
   testing::Watchdog wd(std::chrono::seconds(60));
   std::atomic<int> decodes{0};
-  RowGroupCache cache(
-      3, 2000,  // two row groups of 800 bytes fit
-      [&](uint32_t) -> Result<RowGroupCache::Table> {
-        ++decodes;
-        return RowGroupCache::Table(Ints(0, 100));
-      },
-      [](uint32_t) { return 300; });  // (an estimate short of the 800 bytes decoded, as Arrow's often is)
+  // (two row groups of 800 bytes fit; an estimate short of the 800 bytes decoded, as Arrow's often is)
+  auto owned = CountingCache(3, 2000, 300, &decodes);
+  RowGroupCache& cache = *owned;
   ASSERT_TRUE(cache.Get(0).ok());  // 0 and 1: read, not finished, held by no one
   ASSERT_TRUE(cache.Get(1).ok());
   cache.SetAhead({0, 1, 2});
@@ -198,13 +208,8 @@ TEST(RowGroupCache, TheDecoderAheadNeverDropsARowGroupStillBeingRead) {
 TEST(RowGroupCache, AReaderWaitsForRowGroupsBehindItRatherThanDropThem) {
   testing::Watchdog wd(std::chrono::seconds(60));
   std::atomic<int> decodes{0};
-  RowGroupCache cache(
-      3, 2000,  // two row groups of 800 bytes fit
-      [&](uint32_t) -> Result<RowGroupCache::Table> {
-        ++decodes;
-        return RowGroupCache::Table(Ints(0, 100));
-      },
-      [](uint32_t) { return 800; });
+  auto owned = CountingCache(3, 2000, 800, &decodes);  // (two row groups of 800 bytes fit)
+  RowGroupCache& cache = *owned;
   cache.SetAhead({0, 1, 0, 1, 2, 2});  // 0 and 1 end before 2 begins
   ASSERT_TRUE(cache.Get(0).ok());
   ASSERT_TRUE(cache.Get(1).ok());
@@ -229,9 +234,9 @@ TEST(RowGroupCache, AReaderWaitsForRowGroupsBehindItRatherThanDropThem) {
 // them) are waited for once, kBehindWait, then count as finished.
 TEST(RowGroupCache, RowGroupsBehindThatNoOneFinishesAreDroppedAfterTheWait) {
   testing::Watchdog wd(std::chrono::seconds(60));
-  RowGroupCache cache(
-      4, 2000, [&](uint32_t) -> Result<RowGroupCache::Table> { return RowGroupCache::Table(Ints(0, 100)); },
-      [](uint32_t) { return 800; });
+  std::atomic<int> decodes{0};
+  auto owned = CountingCache(4, 2000, 800, &decodes);
+  RowGroupCache& cache = *owned;
   cache.SetAhead({0, 1, 2, 3});
   ASSERT_TRUE(cache.Get(0).ok());
   ASSERT_TRUE(cache.Get(1).ok());
