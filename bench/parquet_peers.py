@@ -20,6 +20,7 @@ import time
 import warnings
 
 import numpy as np
+import pyarrow.parquet as pq
 import torch
 
 import stoker
@@ -85,22 +86,33 @@ def main():
     ap.add_argument("--rows", type=int, default=2048)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--data", default=None,
+                    help="a directory for the files, kept: written if empty, else read as it is; litData's copy "
+                         "goes beside it (DIR.lit), kept too")
+    ap.add_argument("--max-memory", type=int, default=None,
+                    help="stoker's max_memory (a shuffled epoch's window of row groups is in it)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=os.environ.get("STOKER_BENCH_DIR")) as d, \
-            tempfile.TemporaryDirectory() as cache:
-        os.makedirs(os.path.join(d, "data"))
-        data = os.path.join(d, "data")
-        n = write(data, a.files, a.groups, a.rows)
+            tempfile.TemporaryDirectory(dir=os.environ.get("STOKER_BENCH_DIR")) as cache:
+        data = a.data or os.path.join(d, "data")
+        os.makedirs(data, exist_ok=True)
+        if a.data and os.listdir(data):
+            n = sum(pq.ParquetFile(os.path.join(data, f)).metadata.num_rows for f in os.listdir(data))
+            assert n == a.files * a.groups * a.rows, f"{data} holds {n} rows, not --files x --groups x --rows"
+        else:
+            n = write(data, a.files, a.groups, a.rows)
         paths = sorted(os.path.join(data, f) for f in os.listdir(data))
         # (litData's copy: its index and cache beside the files, out of the others' way)
-        lit = os.path.join(d, "lit")
-        shutil.copytree(data, lit)
+        lit = (a.data.rstrip("/") + ".lit") if a.data else os.path.join(d, "lit")
+        if not os.path.exists(lit):
+            shutil.copytree(data, lit)
         print(f"{a.files} files x {a.groups} row groups x {a.rows} rows = {n} rows")
         runs = {
             "stoker ParquetDataset, sequential": lambda: stoker.DataLoader(
-                stoker.io.ParquetDataset(paths), batch_size=a.batch, num_workers=2),
+                stoker.io.ParquetDataset(paths), batch_size=a.batch, num_workers=2, max_memory=a.max_memory),
             "stoker ParquetDataset, shuffled": lambda: stoker.DataLoader(
-                stoker.io.ParquetDataset(paths), batch_size=a.batch, num_workers=2, shuffle=True),
+                stoker.io.ParquetDataset(paths), batch_size=a.batch, num_workers=2, shuffle=True,
+                max_memory=a.max_memory),
             "torch DataLoader over read_row_group (2 workers)": lambda: torch.utils.data.DataLoader(
                 RowGroups(paths), batch_size=None, num_workers=2),
             "HF datasets with_format('torch')": hf(paths, a.batch, False, cache),
