@@ -6,6 +6,12 @@
 
 namespace stoker {
 
+Status IndexOrder::ReadStrided(uint64_t first, uint64_t stride, uint64_t n, int64_t* out) {
+  if (stride == 1) return Read(first, n, out);
+  for (uint64_t k = 0; k < n; ++k) STOKER_RETURN_IF_ERROR(Read(first + k * stride, 1, out + k));
+  return Status::OK();
+}
+
 Status VectorOrder::Read(uint64_t pos, uint64_t n, int64_t* out) {
   if (pos + n > v_.size()) return Status::InvalidArgument("order positions past its end");
   if (n) std::memcpy(out, v_.data() + pos, n * sizeof(int64_t));
@@ -27,9 +33,14 @@ Status StridedRankOrder::Read(uint64_t pos, uint64_t n, int64_t* out) {
   if (pos + n > size_) return Status::InvalidArgument("order positions past its end");
   const uint64_t len = base_->size();
   if (len == 0) return n ? Status::InvalidArgument("an empty order has no positions") : Status::OK();
-  for (uint64_t k = 0; k < n; ++k) {
-    const uint64_t place = rank_ + (pos + k) * world_;  // in the padded order
-    STOKER_RETURN_IF_ERROR(base_->Read(place < len ? place : (place - len) % len, 1, out + k));
+  // The places inside base at once (one walk of a Mix's order, one Read of
+  // a contiguous one); the padding's, past its end, one by one.
+  const uint64_t first = rank_ + pos * world_;  // in the padded order
+  const uint64_t inside = first >= len ? 0 : std::min(n, (len - first + world_ - 1) / world_);
+  STOKER_RETURN_IF_ERROR(base_->ReadStrided(first, world_, inside, out));
+  for (uint64_t k = inside; k < n; ++k) {
+    const uint64_t place = first + k * world_;
+    STOKER_RETURN_IF_ERROR(base_->Read((place - len) % len, 1, out + k));
   }
   return Status::OK();
 }

@@ -22,6 +22,11 @@ class IndexOrder {
   // order[pos, pos + n) into out (pos + n <= size()), waiting until they
   // are final.  Cancelled if the order was stopped before they were.
   virtual Status Read(uint64_t pos, uint64_t n, int64_t* out) = 0;
+  // order[first + k * stride] for k < n (every place < size()): a rank's
+  // part of it (StridedRankOrder).  By default a Read of each place, or one
+  // Read when stride is 1; an order computed from its start (a Mix's) walks
+  // the places at once.
+  virtual Status ReadStrided(uint64_t first, uint64_t stride, uint64_t n, int64_t* out);
 };
 
 class VectorOrder : public IndexOrder {

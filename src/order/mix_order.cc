@@ -150,6 +150,17 @@ Status MixOrder::Read(uint64_t pos, uint64_t n, int64_t* out) {
   return Status::OK();
 }
 
+Status MixOrder::ReadStrided(uint64_t first, uint64_t stride, uint64_t n, int64_t* out) {
+  if (n == 0) return Status::OK();
+  if (stride == 0 || first + (n - 1) * stride >= samples_) return Status::InvalidArgument("order positions past its end");
+  std::lock_guard<std::mutex> g(mu_);
+  for (uint64_t k = 0; k < n; ++k) {
+    Seek(first + k * stride);
+    out[k] = Step();
+  }
+  return Status::OK();
+}
+
 std::vector<uint64_t> MixOrder::Counters(uint64_t pos) {
   std::lock_guard<std::mutex> g(mu_);
   Seek(std::min(pos, samples_));

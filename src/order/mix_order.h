@@ -65,6 +65,8 @@ class MixOrder : public IndexOrder {
   static Result<std::shared_ptr<MixOrder>> Make(MixSpec spec);
   uint64_t size() const override { return samples_; }
   Status Read(uint64_t pos, uint64_t n, int64_t* out) override;
+  // One walk under one lock (a rank's part of the mixed epoch).
+  Status ReadStrided(uint64_t first, uint64_t stride, uint64_t n, int64_t* out) override;
   // The samples each source took before position `pos` (<= size()) of this
   // order (since the change: add spec().base for the epoch's).
   std::vector<uint64_t> Counters(uint64_t pos);

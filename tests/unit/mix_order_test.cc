@@ -127,6 +127,28 @@ TEST(MixOrder, ReadsAnywhereAgreeAndTheCountersFollow) {
 
 // A cursor given in the spec (a state's counters) is read from as if the
 // order had been stepped there: the same samples, nothing replayed.
+// A rank's part (StridedRankOrder) walks the Mix's order once per read: the
+// same places as the whole order's, padding included.
+TEST(MixOrder, ARanksPartReadsTheWholeOrdersPlaces) {
+  MixSpec spec{{700, 500, 91}, {3, 1, 0.5}, 4, 1, true, 1291, false};
+  auto mix = MixOrder::Make(spec).value();
+  const std::vector<int64_t> whole = All(*mix);
+  for (uint32_t world : {1u, 3u, 4u}) {
+    const uint64_t total = (whole.size() + world - 1) / world * world;  // padded
+    for (uint32_t rank = 0; rank < world; ++rank) {
+      StridedRankOrder part(MixOrder::Make(spec).value(), total, rank, world);
+      std::vector<int64_t> want;
+      for (uint64_t p = rank; p < total; p += world) want.push_back(whole[p % whole.size()]);
+      EXPECT_EQ(All(part), want) << "rank " << rank << " of " << world;
+      std::vector<int64_t> some(7);  // (a read in the middle, the padding at its end)
+      ASSERT_TRUE(part.Read(part.size() - 7, 7, some.data()).ok());
+      EXPECT_EQ(some, std::vector<int64_t>(want.end() - 7, want.end()));
+    }
+  }
+  int64_t x[2];
+  EXPECT_FALSE(mix->ReadStrided(1289, 2, 2, x).ok());
+}
+
 TEST(MixOrder, AKnownCursorReadsAsTheWholeOrder) {
   MixSpec spec{{700, 500, 90}, {3, 1, 0.5}, 4, 1, true, 3000, false};
   std::vector<int64_t> whole = All(*MixOrder::Make(spec).value());
