@@ -52,6 +52,18 @@ def write(d: str, files: int, groups: int, rows: int) -> int:
     return first
 
 
+def prepared(d: str, files: int, groups: int, rows: int) -> int:
+    """The rows of the files in d: written there if d is empty (made if
+    missing), else read as they are (--data: the full size takes minutes to
+    write), checked against files x groups x rows."""
+    os.makedirs(d, exist_ok=True)
+    if not os.listdir(d):
+        return write(d, files, groups, rows)
+    n = sum(pq.ParquetFile(os.path.join(d, f)).metadata.num_rows for f in os.listdir(d))
+    assert n == files * groups * rows, f"{d} holds {n} rows, not --files x --groups x --rows"
+    return n
+
+
 def to_torch(rb) -> dict:
     emb = rb.column("emb")  # (from_numpy of Arrow's read-only buffers: no copy)
     return {"id": torch.from_numpy(rb.column("id").to_numpy()),
@@ -119,12 +131,7 @@ def main():
     a = ap.parse_args()
     with (contextlib.nullcontext(a.data) if a.data else
           tempfile.TemporaryDirectory(dir=os.environ.get("STOKER_BENCH_DIR"))) as d:
-        os.makedirs(d, exist_ok=True)
-        if a.data and os.listdir(d):
-            n = sum(pq.ParquetFile(os.path.join(d, f)).metadata.num_rows for f in os.listdir(d))
-            assert n == a.files * a.groups * a.rows, f"{d} holds {n} rows, not --files x --groups x --rows"
-        else:
-            n = write(d, a.files, a.groups, a.rows)
+        n = prepared(d, a.files, a.groups, a.rows)
         paths = sorted(os.path.join(d, f) for f in os.listdir(d))
         size = sum(os.path.getsize(p) for p in paths)
         print(f"{a.files} files x {a.groups} row groups x {a.rows} rows = {n} rows, {size / 2**20:.0f} MiB (zstd), "

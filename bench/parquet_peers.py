@@ -20,13 +20,12 @@ import time
 import warnings
 
 import numpy as np
-import pyarrow.parquet as pq
 import torch
 
 import stoker
 import stoker.io
 
-from parquet import RowGroups, timed, write  # (bench/parquet.py: the files and torch's baseline)
+from parquet import RowGroups, prepared, timed  # (bench/parquet.py: the files and torch's baseline)
 
 
 def hf(paths, batch, shuffle, cache_dir):
@@ -95,12 +94,7 @@ def main():
     with tempfile.TemporaryDirectory(dir=os.environ.get("STOKER_BENCH_DIR")) as d, \
             tempfile.TemporaryDirectory(dir=os.environ.get("STOKER_BENCH_DIR")) as cache:
         data = a.data or os.path.join(d, "data")
-        os.makedirs(data, exist_ok=True)
-        if a.data and os.listdir(data):
-            n = sum(pq.ParquetFile(os.path.join(data, f)).metadata.num_rows for f in os.listdir(data))
-            assert n == a.files * a.groups * a.rows, f"{data} holds {n} rows, not --files x --groups x --rows"
-        else:
-            n = write(data, a.files, a.groups, a.rows)
+        n = prepared(data, a.files, a.groups, a.rows)
         paths = sorted(os.path.join(data, f) for f in os.listdir(data))
         # (litData's copy: its index and cache beside the files, out of the others' way)
         lit = (a.data.rstrip("/") + ".lit") if a.data else os.path.join(d, "lit")
