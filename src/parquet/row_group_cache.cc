@@ -29,21 +29,26 @@ RowGroupCache::~RowGroupCache() {
 }
 
 void RowGroupCache::SetAhead(const std::vector<uint32_t>& group_at) {
-  std::lock_guard<std::mutex> g(mu_);
-  ahead_.clear();
-  ahead_at_.assign(entries_.size(), UINT32_MAX);
-  first_.assign(entries_.size(), UINT64_MAX);
-  last_.assign(entries_.size(), UINT64_MAX);
+  // (made outside the lock: an epoch's order is a position a row, and
+  // readers of the epoch before may still be reading)
+  const size_t k = entries_.size();
+  std::vector<uint32_t> ahead, ahead_at(k, UINT32_MAX);
+  std::vector<uint64_t> first(k, UINT64_MAX), last(k, UINT64_MAX);
   for (uint64_t p = 0; p < group_at.size(); ++p) {
     const uint32_t r = group_at[p];
-    if (r >= entries_.size()) continue;
-    if (first_[r] == UINT64_MAX) {
-      first_[r] = p;
-      ahead_at_[r] = static_cast<uint32_t>(ahead_.size());
-      ahead_.push_back(r);
+    if (r >= k) continue;
+    if (first[r] == UINT64_MAX) {
+      first[r] = p;
+      ahead_at[r] = static_cast<uint32_t>(ahead.size());
+      ahead.push_back(r);
     }
-    last_[r] = p;
+    last[r] = p;
   }
+  std::lock_guard<std::mutex> g(mu_);
+  ahead_ = std::move(ahead);
+  ahead_at_ = std::move(ahead_at);
+  first_ = std::move(first);
+  last_ = std::move(last);
   reached_ = 0;
   owner_ = getpid();  // (the first read here starts the decoder ahead)
   cv_.notify_all();
