@@ -7,7 +7,11 @@ fixed_size_list<float32>[256], text (~200 B), img binary (1-4 KB).  Every
 loader turns each batch into what a training loop takes: tensors for the
 numbers, lists of str and bytes for text and img.  Rows/s, warm page cache.
 
-    python bench/parquet.py --files 8 --groups 8 --rows 2048 [--cold] [--max-memory BYTES]
+    python bench/parquet.py --files 8 --groups 8 --rows 2048 [--cold] [--max-memory BYTES] [--mix W]
+
+--mix W adds a stoker.Mix of the files, each file a ParquetDataset source
+(shuffle_window=W) weighted by its rows, shuffled: each source by windows of
+its row groups.
 
 --cold drops the files from the page cache before each run
 (posix_fadvise DONTNEED), so that every loader reads them from the disk.
@@ -128,6 +132,8 @@ def main():
     ap.add_argument("--data", default=None,
                     help="a directory for the files, kept: written if empty, else read as it is (the full size takes "
                          "minutes to write)")
+    ap.add_argument("--mix", type=int, default=0, metavar="W",
+                    help="also a shuffled stoker.Mix of the files as sources, each with shuffle_window=W")
     a = ap.parse_args()
     with (contextlib.nullcontext(a.data) if a.data else
           tempfile.TemporaryDirectory(dir=os.environ.get("STOKER_BENCH_DIR"))) as d:
@@ -149,6 +155,15 @@ def main():
                 lambda: stoker.DataLoader(stoker.io.ParquetDataset(paths), batch_size=a.batch, num_workers=2,
                                           shuffle=True, max_memory=a.max_memory),
         }
+        mix_parts = []
+        if a.mix:
+            def mixed():
+                parts = [stoker.io.ParquetDataset(p, shuffle_window=a.mix) for p in paths]
+                mix_parts[:] = parts
+                mix = stoker.Mix(parts, [len(x) for x in parts], seed=1)
+                return stoker.DataLoader(mix, batch_size=a.batch, num_workers=2, shuffle=True,
+                                         max_memory=a.max_memory)
+            runs[f"stoker Mix of {len(paths)} file sources, shuffled (window {a.mix} each)"] = mixed
         best = {k: 0.0 for k in runs}
         for _ in range(a.rounds):
             for k, make in runs.items():
@@ -161,6 +176,10 @@ def main():
             print(f"| {k} | {v:,.0f} | {v / base:.2f}x |")
         seq, shuf = best["stoker ParquetDataset, sequential (2 threads)"], best["stoker ParquetDataset, shuffled (window 32)"]
         print(f"shuffled / sequential: {shuf / seq:.2f}x")
+        if mix_parts:
+            decoded = sum(x.stats()["row_groups_decoded"] for x in mix_parts)
+            print(f"Mix shuffled / sequential: {list(best.values())[-1] / seq:.2f}x; its last epoch decoded {decoded} "
+                  f"row groups of {a.files * a.groups}")
 
 
 if __name__ == "__main__":

@@ -71,17 +71,21 @@ void BindOrder(py::module_& m) {
         }, "A keyed permutation of [0, n) from (seed, epoch), with no storage.");
   m.def("mix_order", [](std::vector<uint64_t> sizes, std::vector<double> weights, uint64_t seed, uint64_t epoch,
                         bool shuffle, uint64_t samples, bool stop, std::vector<uint64_t> keys, std::vector<uint64_t> base,
-                        uint64_t start, uint64_t at, std::vector<uint64_t> at_counts) {
+                        uint64_t start, uint64_t at, std::vector<uint64_t> at_counts,
+                        std::vector<std::pair<uint32_t, std::vector<uint64_t>>> shards) {
           MixSpec spec{std::move(sizes), std::move(weights), seed, epoch, shuffle, samples, stop,
-                       std::move(keys), std::move(base), start, at, std::move(at_counts)};
+                       std::move(keys), std::move(base), start, at, std::move(at_counts), {}};
+          for (auto& [window, s] : shards) spec.shards.push_back(MixSpec::Shards{window, std::move(s)});
           return EpochOrderHandle{Check(MixOrder::Make(std::move(spec))), nullptr};
         }, py::arg("sizes"), py::arg("weights"), py::arg("seed"), py::arg("epoch"), py::arg("shuffle"),
         py::arg("samples"), py::arg("stop"), py::arg("keys") = std::vector<uint64_t>{},
         py::arg("base") = std::vector<uint64_t>{}, py::arg("start") = 0, py::arg("at") = 0,
         py::arg("at_counts") = std::vector<uint64_t>{},
+        py::arg("shards") = std::vector<std::pair<uint32_t, std::vector<uint64_t>>>{},
         "A mixed epoch's order of global indices (order/mix_order.h): sources by the largest deficit, each "
         "source's samples in its own order; `base`/`start` go on from a change of the mix, `at`/`at_counts` "
-        "is a known cursor.");
+        "is a known cursor; `shards` ([(window, shard sizes)] per source, sizes [] for none) shuffles a source by "
+        "windows of its shards.");
   m.def("mix_counters", [](const EpochOrderHandle& o, uint64_t pos) {
           auto mix = std::dynamic_pointer_cast<MixOrder>(o.order);
           if (!mix) Throw(Status::InvalidArgument("this order is not a Mix's"));

@@ -19,7 +19,7 @@ import struct
 from stoker import _native as N
 
 #: What a Mix's recipe declares (the mix itself); a resume compares them.
-SPEC = ("sizes", "weights_digest", "keys", "samples", "stop")
+SPEC = ("sizes", "weights_digest", "keys", "samples", "stop", "shards_digests")
 
 
 def keys(recipe: dict) -> list:
@@ -32,11 +32,29 @@ def weights_digest(weights) -> str:
     return hashlib.blake2b(struct.pack(f"<{len(weights)}d", *weights), digest_size=16).hexdigest()
 
 
+def shards_digests(shards) -> "list | None":
+    """A Mix's sources' shards (Mix.shards: a Parquet source's window and
+    row groups) as a state carries them: a digest of each (None for a
+    source without); None when no source has any (as a state saved before
+    shards were)."""
+    if not shards:
+        return None
+    return [None if s is None else hashlib.blake2b(repr([int(s[0]), [int(n) for n in s[1]]]).encode(),
+                                                   digest_size=6).hexdigest() for s in shards]
+
+
+def shards_arg(shards) -> list:
+    """Mix.shards as mix_order takes them."""
+    return [(int(s[0]), [int(n) for n in s[1]]) if s else (1, []) for s in shards] if shards else []
+
+
 def _declared(recipe: dict, k: str):
     if k == "keys":
         return keys(recipe)
     if k == "weights_digest" and "weights" in recipe:
         return weights_digest(recipe["weights"])
+    if k == "shards_digests" and "shards" in recipe:
+        return shards_digests(recipe["shards"])
     return recipe.get(k)
 
 
@@ -45,15 +63,18 @@ def same_mix(saved: dict, ours: dict) -> bool:
 
 
 def compact(recipe: dict) -> dict:
-    """The recipe as a state carries it: the weights as their digest."""
-    out = {k: v for k, v in recipe.items() if k != "weights"}
+    """The recipe as a state carries it: the weights and the sources'
+    shards as their digests."""
+    out = {k: v for k, v in recipe.items() if k not in ("weights", "shards")}
     out["weights_digest"] = _declared(recipe, "weights_digest")
+    out["shards_digests"] = _declared(recipe, "shards_digests")
     return out
 
 
 def expand(saved: dict, ours: dict) -> dict:
-    """A state's recipe of the loader's own Mix (same_mix) with its weights."""
-    return dict(saved, weights=list(ours["weights"]))
+    """A state's recipe of the loader's own Mix (same_mix) with its weights
+    and shards."""
+    return dict(saved, weights=list(ours["weights"]), shards=ours.get("shards"))
 
 
 def order_of(recipe: dict):
@@ -62,7 +83,7 @@ def order_of(recipe: dict):
                            bool(recipe["shuffle"]), int(recipe["samples"]), bool(recipe["stop"]),
                            keys=list(recipe.get("keys") or []), base=list(recipe.get("base") or []),
                            start=int(recipe.get("start", 0)), at=int(recipe.get("at", 0)),
-                           at_counts=list(recipe.get("at_counts") or []))
+                           at_counts=list(recipe.get("at_counts") or []), shards=shards_arg(recipe.get("shards")))
 
 
 def consumed_prefix(length: int, segments: list) -> tuple:
@@ -117,12 +138,19 @@ def changed(saved: dict, ours: dict, mix) -> dict:
         raise ValueError("stoker: the state's Mix and this loader's differ in on_exhausted: change it between epochs")
     old = {k: (int(size), int(b) + int(c)) for k, size, b, c in
            zip(keys(saved), saved["sizes"], saved.get("base") or [0] * len(saved["sizes"]), saved["at_counts"])}
+    was_sharded = dict(zip(keys(saved), _declared(saved, "shards_digests") or [None] * len(saved["sizes"])))
+    sharded = _declared(ours, "shards_digests") or [None] * len(ours["sizes"])
     base = []
     for i, (k, size) in enumerate(zip(keys(ours), ours["sizes"])):
         if k in old and old[k][0] != int(size):
             raise ValueError(f"stoker: source {mix.source_name(i)} of the Mix had {old[k][0]} samples when the state was saved and "
                              f"has {size} now: a source that changes size mid-epoch cannot go on from its place. "
                              "Give it another name (a new source), or resume from a state taken between epochs")
+        if k in old and was_sharded[k] != sharded[i]:
+            raise ValueError(f"stoker: source {mix.source_name(i)} of the Mix had other row groups or another "
+                             "shuffle_window when the state was saved: its shuffled order would change mid-epoch and "
+                             "repeat rows. Keep its files and shuffle_window, give it another name (a new source), or "
+                             "resume from a state taken between epochs")
         base.append(old[k][1] if k in old else 0)
     start = int(saved.get("start", 0)) + int(saved["at"])
     recipe = dict(ours, seed=saved["seed"], epoch=saved["epoch"], shuffle=saved["shuffle"], base=base, start=start)

@@ -153,6 +153,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             if sampler is None:
                 sampler = MixSampler(dataset, shuffle=bool(shuffle), rank=self.rank, world_size=self.world_size,
                                      pad=pad())
+            dataset.size_caches(shuffle=bool(shuffle), readers=num_workers)
             self.mix, dataset, shuffle = dataset, dataset._by_index(), None
         elif isinstance(dataset, Mix) and shuffle is not None:
             # (a sampler of the user's over its positions)

@@ -33,7 +33,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from stoker import _native as N
+from stoker import _mix_state, _native as N
 from stoker._sampling import EpochPasses
 from stoker.io import NativeDataset
 
@@ -102,6 +102,7 @@ class Mix(_Base):
         self.shuffle = False  # (read by position: stoker.DataLoader(shuffle=True) with a sampler of the user's sets it)
         self.epoch = 0
         self.keys = [_name_key(n) for n in self.names] if self.names is not None else None
+        self.shards = _shards_of(self.sources)
         self._offsets = list(itertools.accumulate(sizes, initial=0))
         self._order = None
         self._len = len(self._make_order())  # (checks the sizes and weights: the errors are C++'s)
@@ -145,7 +146,18 @@ class Mix(_Base):
     def _epoch_order(self, epoch: int, shuffle: bool):
         """The mixed epoch's order of global indices (an EpochOrder)."""
         return N.lib.mix_order(self.sizes, self.weights, self.seed & 0xFFFF_FFFF_FFFF_FFFF, int(epoch), bool(shuffle),
-                               self.epoch_samples or 0, self.on_exhausted == "stop", keys=self.keys or [])
+                               self.epoch_samples or 0, self.on_exhausted == "stop", keys=self.keys or [],
+                               shards=_mix_state.shards_arg(self.shards))
+
+    def size_caches(self, shuffle: bool, readers: int) -> None:
+        """Sizes each Parquet source's cache of decoded row groups to the
+        loader's epochs (ParquetDataset.size_cache; a shuffled source-epoch
+        keeps a window of row groups open, as the source's own would)."""
+        from stoker.parquet import parquet_source
+        for s in self.sources:
+            pq = parquet_source(s)
+            if pq is not None:
+                pq.size_cache(shuffle=shuffle, readers=readers)
 
     def source_name(self, i: int) -> str:
         """Source i as messages name it."""
@@ -161,6 +173,20 @@ class Mix(_Base):
         return _Sources(self)
 
 
+def _shards_of(sources) -> Optional[list]:
+    """Each source's shards, for a shuffle by windows of them: a
+    ParquetDataset's (or one mapped from it) row groups and shuffle_window,
+    as [window, [rows of each row group]]; None for a source read
+    anywhere at the same cost; None for all when no source has shards."""
+    from stoker.parquet import parquet_source
+    out = []
+    for s in sources:
+        pq = parquet_source(s)
+        out.append(None if pq is None or len(pq) != len(s) else
+                   [int(pq._native.window), [int(n) for _f, n in pq.row_groups]])
+    return out if any(x is not None for x in out) else None
+
+
 class _Sources(_Base):
     """A Mix's sources laid end to end: item g is sample g - offset(i) of
     source i (what MixSampler's indices name)."""
@@ -170,6 +196,15 @@ class _Sources(_Base):
 
     def __len__(self) -> int:
         return self.mix._offsets[-1]
+
+    _holds_loader_memory = True  # (stoker.DataLoader: memory_bytes comes out of max_memory)
+
+    @property
+    def memory_bytes(self) -> int:
+        """What the sources hold of a loader's max_memory: their Parquet
+        sources' caches of decoded row groups."""
+        from stoker.parquet import parquet_source
+        return sum(int(pq.memory_bytes) for pq in map(parquet_source, self.mix.sources) if pq is not None)
 
     def __getitem__(self, g: int):
         offsets = self.mix._offsets
@@ -225,7 +260,7 @@ class MixSampler(EpochPasses):
         m = self.mix
         return dict(kind="mix", n=len(m), sizes=list(m.sizes), weights=list(m.weights),
                     seed=m.seed & 0xFFFF_FFFF_FFFF_FFFF, epoch=self._begun, shuffle=self.shuffle,
-                    samples=m.epoch_samples or 0, stop=m.on_exhausted == "stop", keys=m.keys,
+                    samples=m.epoch_samples or 0, stop=m.on_exhausted == "stop", keys=m.keys, shards=m.shards,
                     world=self.world_size, rank=self.rank, pad=self.pad)
 
     def __iter__(self):

@@ -32,6 +32,20 @@ Result<std::shared_ptr<MixOrder>> MixOrder::Make(MixSpec spec) {
     if (!v->empty() && v->size() != k)
       return Status::InvalidArgument("Mix: " + std::to_string(v->size()) + (v == &spec.keys ? " keys" : " base counters") +
                                      " for " + std::to_string(k) + " sources");
+  if (!spec.shards.empty()) {
+    if (spec.shards.size() != k)
+      return Status::InvalidArgument("Mix: shards of " + std::to_string(spec.shards.size()) + " sources for " +
+                                     std::to_string(k) + " sources");
+    for (size_t i = 0; i < k; ++i) {
+      const auto& s = spec.shards[i];
+      uint64_t sum = 0;
+      for (uint64_t n : s.sizes) sum += n;
+      if (!s.sizes.empty() && (sum != spec.sizes[i] || s.window == 0))
+        return Status::InvalidArgument("Mix: source " + std::to_string(i) + " has " + std::to_string(spec.sizes[i]) +
+                                       " samples and shards of " + std::to_string(sum) + " (window " +
+                                       std::to_string(s.window) + "): its shards must hold its samples, window >= 1");
+    }
+  }
   if (!spec.at_counts.empty()) {
     if (spec.at_counts.size() != k)
       return Status::InvalidArgument("Mix: a checkpoint of " + std::to_string(spec.at_counts.size()) +
@@ -71,6 +85,7 @@ MixOrder::MixOrder(MixSpec spec) : spec_(std::move(spec)) {
     }
   }
   counts_.assign(k, 0);
+  windowed_.resize(spec_.shards.empty() ? 0 : k);
   checkpoints_.emplace(0, counts_);
   if (!spec_.at_counts.empty()) checkpoints_.emplace(spec_.at, spec_.at_counts);
   while (leaves_ < k) leaves_ *= 2;
@@ -122,7 +137,16 @@ int64_t MixOrder::Step() {
   if (spec_.shuffle) {
     const uint64_t key = Mix64(FeistelOrder::SeedFor(spec_.seed, spec_.epoch) ^ Mix64(spec_.keys[best]) ^
                                Mix64((source_epoch + 1) * 0x9E3779B97F4A7C15ull));
-    local = FeistelOrder(size, key).At(at);
+    if (!windowed_.empty() && !spec_.shards[best].sizes.empty()) {
+      Windowed& w = windowed_[best];
+      if (w.source_epoch != source_epoch) {
+        w.order = std::make_unique<WindowOrder>(spec_.shards[best].sizes, spec_.shards[best].window, key);
+        w.source_epoch = source_epoch;
+      }
+      local = w.order->At(at);
+    } else {
+      local = FeistelOrder(size, key).At(at);
+    }
   }
   ++pos_;
   if (pos_ % kCheckpointEvery == 0) checkpoints_.emplace(pos_, counts_);

@@ -10,7 +10,10 @@
 // sqrt(w_i * n).  The source's sample is the next of its own order: its
 // c_i-th, in source-epoch c_i / size_i, shuffled by a keyed Feistel
 // permutation of (seed, epoch, i, source-epoch) when `shuffle`, in order
-// otherwise.  A source that runs out starts its next source-epoch (cycle),
+// otherwise; a source kept in shards (`shards`: a Parquet source's row
+// groups) is shuffled by windows of shards instead (order/window_order.h),
+// so that reading it keeps a window of its shards open, not all of them.
+// A source that runs out starts its next source-epoch (cycle),
 // or, with `stop`, the mixed epoch ends before any source would.
 //
 // A mix that changed at a resume (weights, sources added or removed) goes on
@@ -40,6 +43,7 @@
 #include <vector>
 
 #include "order/index_order.h"
+#include "order/window_order.h"
 #include "stoker/status.h"
 
 namespace stoker {
@@ -58,6 +62,14 @@ struct MixSpec {
   // order, so that reading from there replays nothing (a resume's state).
   uint64_t at = 0;
   std::vector<uint64_t> at_counts;
+  // Sources kept in shards (empty: none; else one per source, `sizes` empty
+  // for a source that is not): each shard's samples, in index order, and
+  // the shards a shuffled source-epoch mixes at a time.
+  struct Shards {
+    uint32_t window = 1;
+    std::vector<uint64_t> sizes;
+  };
+  std::vector<Shards> shards;
 };
 
 class MixOrder : public IndexOrder {
@@ -101,6 +113,13 @@ class MixOrder : public IndexOrder {
   std::map<uint64_t, std::vector<uint64_t>> checkpoints_;  // position -> counters
   std::vector<Node> tree_;
   size_t leaves_ = 1;
+  // A sharded source's order of its current source-epoch (made when first
+  // needed): the source-epoch it is of, and the order.
+  struct Windowed {
+    uint64_t source_epoch = UINT64_MAX;
+    std::unique_ptr<WindowOrder> order;
+  };
+  std::vector<Windowed> windowed_;
 };
 
 }  // namespace stoker

@@ -218,6 +218,92 @@ TEST(MixOrder, AChangedMixGoesOnFromEachSourcesPlaceWithTheNewWeights) {
   for (size_t i = 0; i < 3; ++i) EXPECT_LE(now.base[i] + took[i], now.sizes[i]) << i;
 }
 
+TEST(WindowOrder, APermutationThatKeepsOneWindowOfShardsOpen) {
+  // 23 shards of 1-9 samples, windows of 4 shards.
+  std::vector<uint64_t> sizes;
+  for (int s = 0; s < 23; ++s) sizes.push_back(1 + (s * 7) % 9);
+  std::vector<uint64_t> first(sizes.size() + 1, 0);
+  for (size_t s = 0; s < sizes.size(); ++s) first[s + 1] = first[s] + sizes[s];
+  auto shard_of = [&](int64_t i) {
+    return static_cast<size_t>(std::upper_bound(first.begin(), first.end(), static_cast<uint64_t>(i)) - first.begin()) - 1;
+  };
+  WindowOrder o(sizes, 4, 77);
+  ASSERT_EQ(o.size(), first.back());
+  std::vector<int64_t> v = All(o);
+  std::vector<int64_t> sorted = v;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t p = 0; p < sorted.size(); ++p) ASSERT_EQ(sorted[p], static_cast<int64_t>(p)) << "not a permutation";
+  // Each shard's samples come within one run of 4 shards' samples: at most
+  // 4 shards are begun and not finished at any position.
+  std::vector<uint64_t> left(sizes);
+  std::set<size_t> open;
+  size_t most = 0;
+  for (int64_t i : v) {
+    const size_t s = shard_of(i);
+    open.insert(s);
+    most = std::max(most, open.size());
+    if (--left[s] == 0) open.erase(s);
+  }
+  EXPECT_LE(most, 4u);
+  // Shuffled: the shards' order is not the files', nor the rows' in a shard.
+  EXPECT_NE(v, sorted);
+  WindowOrder other(sizes, 4, 78), again(sizes, 4, 77);
+  EXPECT_NE(v, All(other));
+  EXPECT_EQ(All(again), v) << "the same key gives the same order";
+  // A window of every shard is a shuffle of everything; a shard of none is skipped.
+  std::vector<uint64_t> with_empty = {3, 0, 4};
+  WindowOrder skipping(with_empty, 1, 5);
+  std::vector<int64_t> e = All(skipping);
+  std::sort(e.begin(), e.end());
+  EXPECT_EQ(e, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));
+}
+
+TEST(MixOrder, ASourceInShardsIsShuffledByWindowsOfItsShards) {
+  // Source 0: 12 shards of 10 samples, windows of 3; source 1: 50 samples, no shards.
+  MixSpec spec{{120, 50}, {1, 1}, 4, 2, true, 0, false};
+  spec.shards = {MixSpec::Shards{3, std::vector<uint64_t>(12, 10)}, MixSpec::Shards{}};
+  auto o = MixOrder::Make(spec).value();
+  std::vector<int64_t> v = All(*o);
+  std::vector<uint64_t> left(12, 10);
+  std::set<uint64_t> open, seen;
+  size_t most = 0;
+  for (int64_t g : v) {
+    auto [i, j] = o->Locate(static_cast<uint64_t>(g));
+    if (i != 0) continue;
+    ASSERT_TRUE(seen.insert(j).second) << "source 0 repeats " << j << " within its source-epoch";
+    open.insert(j / 10);
+    most = std::max(most, open.size());
+    if (--left[j / 10] == 0) open.erase(j / 10);
+  }
+  EXPECT_EQ(seen.size(), 85u);  // (the epoch's 170 positions, half each)
+  EXPECT_LE(most, 3u) << "source 0 kept more than a window of its shards open";
+  // The same mix without shards opens nearly all of them.
+  MixSpec plain = spec;
+  plain.shards.clear();
+  std::vector<int64_t> u = All(*MixOrder::Make(plain).value());
+  std::set<uint64_t> touched;
+  for (size_t p = 0; p < 30; ++p)
+    if (o->Locate(u[p]).first == 0) touched.insert(o->Locate(u[p]).second / 10);
+  EXPECT_GT(touched.size(), 3u);
+  // Source 1's order and the schedule are the plain mix's.
+  for (size_t p = 0; p < v.size(); ++p) {
+    ASSERT_EQ(o->Locate(v[p]).first, o->Locate(u[p]).first);
+    if (o->Locate(v[p]).first == 1) ASSERT_EQ(v[p], u[p]);
+  }
+  // Cycling starts a new shuffle of the shards; a known cursor agrees.
+  spec.samples = 400;
+  auto c = MixOrder::Make(spec).value();
+  std::vector<int64_t> all = All(*c);
+  std::vector<int64_t> tail(100);
+  ASSERT_TRUE(c->Read(300, 100, tail.data()).ok());
+  EXPECT_TRUE(std::equal(tail.begin(), tail.end(), all.begin() + 300));
+  std::vector<int64_t> first_pass, second_pass;
+  for (int64_t g : all)
+    if (c->Locate(g).first == 0) (first_pass.size() < 120 ? first_pass : second_pass).push_back(g);
+  ASSERT_EQ(first_pass.size(), 120u);
+  EXPECT_NE(std::vector<int64_t>(first_pass.begin(), first_pass.begin() + second_pass.size()), second_pass);
+}
+
 TEST(MixOrder, BadSpecsAreNamed) {
   EXPECT_NE(MixOrder::Make(MixSpec{}).status().message().find("no sources"), std::string::npos);
   EXPECT_NE(MixOrder::Make(MixSpec{{3, 4}, {1}, 0, 0, false, 0, false}).status().message().find("1 weights for 2"),
@@ -226,6 +312,12 @@ TEST(MixOrder, BadSpecsAreNamed) {
                 "source 1 has no samples"), std::string::npos);
   EXPECT_NE(MixOrder::Make(MixSpec{{3, 4}, {1, 0}, 0, 0, false, 0, false}).status().message().find(
                 "source 1's weight"), std::string::npos);
+  MixSpec sharded{{3, 4}, {1, 1}, 0, 0, true, 0, false};
+  sharded.shards = {MixSpec::Shards{2, {1, 1}}, MixSpec::Shards{}};
+  EXPECT_NE(MixOrder::Make(sharded).status().message().find("source 0 has 3 samples and shards of 2"),
+            std::string::npos);
+  sharded.shards.pop_back();
+  EXPECT_NE(MixOrder::Make(sharded).status().message().find("shards of 1 sources for 2"), std::string::npos);
 }
 
 }  // namespace
