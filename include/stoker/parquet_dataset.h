@@ -43,7 +43,8 @@ namespace stoker {
 // slash) is every .parquet object under the prefix.
 struct ParquetOptions {
   std::vector<std::string> columns;  // empty: every column of the first file
-  uint32_t window = 32;              // row groups read together in a shuffled epoch
+  uint32_t window = 32;              // row groups read together in a shuffled epoch; 0: a global shuffle
+                                     // (each row through its pages: the files need a page index)
   bool null_mask = false;            // nulls: an error (false), or "<column>.valid" fields
   uint64_t cache_bytes = 0;          // decoded row groups kept; 0: the window's largest, and 64 MiB more
   StoreOptions store;                // remote files
@@ -55,6 +56,7 @@ struct ParquetStats {
   uint64_t decoded_bytes = 0;       // held by the cache now
   uint64_t peak_decoded_bytes = 0;
   uint64_t evictions = 0;
+  uint64_t pages_decoded = 0;       // a global shuffle's (window 0) pages decoded
   uint64_t behind_timeouts = 0;     // waits for row groups behind a reader that ran out (RowGroupCache)
   uint64_t cache_budget = 0;        // the most the cache holds (ParquetOptions::cache_bytes, or chosen)
   uint64_t requests = 0, bytes_fetched = 0;  // remote files: range requests (and sizes asked), bytes received
@@ -92,6 +94,9 @@ class ParquetDataset : public NativeDataset {
   ParquetStats stats() const;
 
  private:
+  // A global shuffle's row, through its pages: its fields' bytes (bytes),
+  // or the row copied (dst).
+  Status PageRowBytes(uint64_t index, uint64_t* bytes, uint8_t* const* dst);
   struct Impl;
   explicit ParquetDataset(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -62,6 +62,7 @@ PYBIND11_MODULE(_stoker_parquet, m) {
              out["decoded_bytes"] = s.decoded_bytes;
              out["peak_decoded_bytes"] = s.peak_decoded_bytes;
              out["behind_timeouts"] = s.behind_timeouts;
+             out["pages_decoded"] = s.pages_decoded;
              out["evictions"] = s.evictions;
              out["cache_budget"] = s.cache_budget;
              return out; })

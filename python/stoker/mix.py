@@ -177,12 +177,12 @@ def _shards_of(sources) -> Optional[list]:
     """Each source's shards, for a shuffle by windows of them: a
     ParquetDataset's (or one mapped from it) row groups and shuffle_window,
     as [window, [rows of each row group]]; None for a source read
-    anywhere at the same cost; None for all when no source has shards."""
+    anywhere at the same cost (a global shuffle's reads rows by page); None for all when no source has shards."""
     from stoker.parquet import parquet_source
     out = []
     for s in sources:
         pq = parquet_source(s)
-        out.append(None if pq is None or len(pq) != len(s) else
+        out.append(None if pq is None or len(pq) != len(s) or pq._native.window == 0 else
                    [int(pq._native.window), [int(n) for _f, n in pq.row_groups]])
     return out if any(x is not None for x in out) else None
 

@@ -62,15 +62,19 @@ class ParquetDataset(NativeDataset):
     null_mask=True it reads as zeros (an empty value) and each nullable
     column gets a bool field "<column>.valid".
     shuffle_window: the row groups whose rows a shuffled epoch mixes at a
-    time (stoker.DataLoader(..., shuffle=True)).  cache_bytes: decoded row
-    groups kept (None: sized by stoker.DataLoader to its epochs, see
-    size_cache; before that, the window's largest ones and 64 MiB)."""
+    time (stoker.DataLoader(..., shuffle=True)); "global": a shuffle of every
+    row, each read through its pages (the files need a page index: write
+    them with write_page_index=True; docs/parquet.md says its cost).
+    cache_bytes: decoded row groups (or a global shuffle's pages) kept
+    (None: sized by stoker.DataLoader to its epochs, see size_cache;
+    before that, the window's largest ones and 64 MiB)."""
 
     def __init__(self, paths, columns: Optional[Sequence[str]] = None, shuffle_window: int = 32,
                  null_mask: bool = False, cache_bytes: Optional[int] = None,
                  storage_options: Optional[Mapping[str, str]] = None):
-        if not isinstance(shuffle_window, int) or shuffle_window < 1:
-            raise ValueError(f"ParquetDataset: shuffle_window should be an int >= 1, got {shuffle_window!r}")
+        if shuffle_window != "global" and (not isinstance(shuffle_window, int) or isinstance(shuffle_window, bool)
+                                           or shuffle_window < 1):
+            raise ValueError(f"ParquetDataset: shuffle_window should be an int >= 1 or 'global', got {shuffle_window!r}")
         if cache_bytes is not None and (not isinstance(cache_bytes, int) or cache_bytes < 1):
             raise ValueError(f"ParquetDataset: cache_bytes should be a positive int or None, got {cache_bytes!r}")
         if isinstance(columns, str):
@@ -80,8 +84,8 @@ class ParquetDataset(NativeDataset):
         opts = _storage_options(storage_options, "ParquetDataset")
         self._args = (files, None if columns is None else cols, shuffle_window, bool(null_mask), cache_bytes,
                       storage_options)
-        self._native = _module().ParquetDataset.open(files, cols, shuffle_window, bool(null_mask), cache_bytes or 0,
-                                                     opts)
+        self._native = _module().ParquetDataset.open(files, cols, 0 if shuffle_window == "global" else shuffle_window,
+                                                     bool(null_mask), cache_bytes or 0, opts)
         self._leaves = list(self._native.leaves)
         self._auto_cache = cache_bytes is None
 
@@ -92,7 +96,7 @@ class ParquetDataset(NativeDataset):
         ahead's); and 64 MiB.  A cache_bytes given is kept."""
         if not self._auto_cache:
             return
-        held = self._native.window + 2 if shuffle else max(1, int(readers)) + 4
+        held = self._native.window + 2 if shuffle else max(1, int(readers)) + 4  # (global, window 0: pages in 2)
         budget = int(self._native.cache_bytes_for(held))
         self._native.set_cache_budget(budget)
         self._args = self._args[:4] + (budget,) + self._args[5:]  # (a pickled copy has the same cache)

@@ -13,6 +13,8 @@
 #include <mutex>
 
 #include "core/trace.h"
+#include "parquet/page_cache.h"
+#include "parquet/page_decoder.h"
 #include "parquet/parquet_columns.h"
 #include "parquet/row_group_cache.h"
 #include "parquet/store_file.h"
@@ -37,6 +39,11 @@ struct File {
   std::vector<int> leaves;  // of the requested columns, ascending
   std::mutex mu;
   std::vector<std::unique_ptr<parquet::arrow::FileReader>> idle;  // opened, not in use
+  // A global shuffle's (window 0): each requested column's page decoder and
+  // pages (per row group of the file), and the file, opened when first read.
+  std::vector<std::shared_ptr<PageDecoder>> decoders;
+  std::vector<std::vector<ColumnPages>> pages;
+  std::shared_ptr<arrow::io::RandomAccessFile> source;
 };
 
 // Decoding in the calling thread, a column chunk at a time: no thread of
@@ -121,6 +128,10 @@ struct ParquetDataset::Impl {
   // are read (Staged, below).  In order, a batch spans a row group or two
   // and the second copy would only cost.
   std::atomic<bool> stage_rows{false};
+  // A global shuffle (window 0): rows are read through their pages
+  // (page_cache), but in an epoch in order, through their row groups.
+  std::unique_ptr<PageCache> pages;
+  std::atomic<bool> by_pages{false};
   uint64_t rows = 0;
   std::unique_ptr<RowGroupCache> cache;
   std::shared_ptr<FetchCounters> fetched = std::make_shared<FetchCounters>();
@@ -145,6 +156,44 @@ struct ParquetDataset::Impl {
   }
 
   Status CopyRow(const arrow::Table& t, uint32_t g, int64_t row, uint8_t* const* dst) const;
+  // Column c's value of row `row` of g, at `at` of `a` (its row group's
+  // decode, or its page's), to its field (and its mask's).
+  Status CopyColumn(size_t c, const arrow::Array& a, int64_t at, uint32_t g, int64_t row, uint8_t* const* dst) const;
+  // Row `index` through its pages: each column's page and the row's place
+  // in it (a global shuffle).
+  Status PageRow(const ParquetDataset& self, uint64_t index, uint32_t* g, std::vector<PageCache::Page>* page,
+                 std::vector<int64_t>* at) {
+    if (index >= rows) return Status::InvalidArgument(self.Describe() + ": no row " + std::to_string(index));
+    *g = GroupOf(index);
+    const int64_t row = static_cast<int64_t>(index - groups[*g].first);
+    File& f = *files[group_file[*g]];
+    {
+      std::lock_guard<std::mutex> l(f.mu);
+      if (!f.source) {
+        STOKER_ASSIGN_OR_RETURN(f.source, OpenSource(f.path, o.store, fetched));
+      }
+    }
+    page->resize(columns.size());
+    at->resize(columns.size());
+    const uint32_t local = group_local[*g];
+    for (size_t c = 0; c < columns.size(); ++c) {
+      const ColumnPages& cp = f.pages[c][local];
+      const size_t k = cp.PageOf(row);
+      const uint64_t key = (uint64_t{*g} << 32) | (uint64_t{c} << 20) | k;
+      Result<PageCache::Page> got = pages->Get(key, [&]() -> Result<PageCache::Page> {
+        StageScope decoding(Stage::kDecode);
+        Result<std::shared_ptr<arrow::Array>> a = f.decoders[c]->Decode(*f.source, static_cast<int>(local), cp, k);
+        if (!a.ok())
+          return Status::FromCode(a.status().code(), Where(*g) + ", column '" + names[c] + "', page " +
+                                                         std::to_string(k) + ": " + a.status().message());
+        return *a;
+      });
+      if (!got.ok()) return got.status();
+      (*page)[c] = *got;
+      (*at)[c] = row - cp.first_row[k];
+    }
+    return Status::OK();
+  }
   // A row of g was read: the last one of the epoch tells the cache.
   void CountRead(uint32_t g);
 
@@ -239,7 +288,6 @@ ParquetDataset::~ParquetDataset() { RemoveTraceCounterSource(impl_->trace_source
 Result<std::unique_ptr<ParquetDataset>> ParquetDataset::Open(const std::vector<std::string>& paths,
                                                              const ParquetOptions& o) {
   if (paths.empty()) return Status::InvalidArgument("ParquetDataset: no files");
-  if (o.window == 0) return Status::InvalidArgument("ParquetDataset: shuffle_window must be at least 1");
   auto m = std::make_unique<Impl>();
   m->o = o;
   STOKER_ASSIGN_OR_RETURN(std::vector<std::string> files, ListRemote(paths, o.store));
@@ -298,6 +346,19 @@ Result<std::unique_ptr<ParquetDataset>> ParquetDataset::Open(const std::vector<s
       Leaves(r->manifest().schema_fields[k], &f->leaves);
     }
     std::sort(f->leaves.begin(), f->leaves.end());
+    if (o.window == 0) {
+      // A global shuffle: each column's pages, from the file's page index.
+      for (const std::string& name : m->names) {
+        const int k = Impl::FieldIndex(*r, name);
+        std::vector<int> leaves;
+        Leaves(r->manifest().schema_fields[k], &leaves);
+        STOKER_ASSIGN_OR_RETURN(std::shared_ptr<PageDecoder> d, PageDecoder::Make(f->meta, schema, k, leaves.at(0)));
+        Result<std::vector<ColumnPages>> pages = d->Pages(*r->parquet_reader(), path);
+        if (!pages.ok()) return Status::FromCode(pages.status().code(), "ParquetDataset: " + pages.status().message());
+        f->decoders.push_back(std::move(d));
+        f->pages.push_back(std::move(pages).value());
+      }
+    }
     const uint32_t fi = static_cast<uint32_t>(m->files.size());
     for (int g = 0; g < f->meta->num_row_groups(); ++g) {
       auto rg = f->meta->RowGroup(g);
@@ -318,6 +379,10 @@ Result<std::unique_ptr<ParquetDataset>> ParquetDataset::Open(const std::vector<s
   m->cache = std::make_unique<RowGroupCache>(
       static_cast<uint32_t>(m->groups.size()), o.cache_bytes, [raw](uint32_t g) { return raw->Decode(g); },
       [raw](uint32_t g) { return raw->estimates[g]; });
+  if (o.window == 0) {
+    m->pages = std::make_unique<PageCache>(o.cache_bytes);
+    m->by_pages = true;  // (a Mix's source, whose epochs are not its own: shuffled)
+  }
   std::unique_ptr<ParquetDataset> d(new ParquetDataset(std::move(m)));
   if (o.cache_bytes == 0) d->SetCacheBudget(d->CacheBytesFor(o.window + 2));
   return d;
@@ -331,7 +396,10 @@ uint64_t ParquetDataset::CacheBytesFor(uint32_t row_groups) const {
   return bytes;
 }
 
-void ParquetDataset::SetCacheBudget(uint64_t bytes) { impl_->cache->SetBudget(bytes); }
+void ParquetDataset::SetCacheBudget(uint64_t bytes) {
+  impl_->cache->SetBudget(bytes);
+  if (impl_->pages) impl_->pages->SetBudget(bytes);
+}
 
 uint64_t ParquetDataset::size() const { return impl_->rows; }
 const std::vector<FieldSpec>& ParquetDataset::fields() const { return impl_->fields; }
@@ -342,6 +410,10 @@ ParquetStats ParquetDataset::stats() const {
   s.cache_budget = impl_->cache->budget();
   s.requests = impl_->fetched->requests.load(std::memory_order_relaxed);
   s.bytes_fetched = impl_->fetched->bytes.load(std::memory_order_relaxed);
+  if (impl_->pages) {
+    s.pages_decoded = impl_->pages->decoded();
+    s.decoded_bytes += impl_->pages->held_bytes();
+  }
   return s;
 }
 
@@ -401,19 +473,23 @@ thread_local Staged staged;
 // naming the file, row group, column and row for a null (without
 // null_mask) or a null inside a list.
 Status ParquetDataset::Impl::CopyRow(const arrow::Table& t, uint32_t g, int64_t row, uint8_t* const* dst) const {
-  for (size_t c = 0; c < columns.size(); ++c) {
-    const arrow::Array& a = *t.column(static_cast<int>(c))->chunk(0);
-    const bool valid = a.IsValid(row);
-    if (!valid && mask_of[c] < 0)
-      return Status::DataLoss(Where(g) + ", column '" + names[c] + "': row " + std::to_string(row) +
-                              " is null; pass null_mask=True to read nulls as zeros with a '" + names[c] +
-                              ".valid' field");
-    Status st = columns[c].Copy(a, row, dst[field_of[c]]);
-    if (!st.ok())
-      return Status::DataLoss(Where(g) + ", column '" + names[c] + "', row " + std::to_string(row) + ": " +
-                              st.message());
-    if (mask_of[c] >= 0) *dst[mask_of[c]] = valid ? 1 : 0;
-  }
+  for (size_t c = 0; c < columns.size(); ++c)
+    STOKER_RETURN_IF_ERROR(CopyColumn(c, *t.column(static_cast<int>(c))->chunk(0), row, g, row, dst));
+  return Status::OK();
+}
+
+Status ParquetDataset::Impl::CopyColumn(size_t c, const arrow::Array& a, int64_t at, uint32_t g, int64_t row,
+                                        uint8_t* const* dst) const {
+  const bool valid = a.IsValid(at);
+  if (!valid && mask_of[c] < 0)
+    return Status::DataLoss(Where(g) + ", column '" + names[c] + "': row " + std::to_string(row) +
+                            " is null; pass null_mask=True to read nulls as zeros with a '" + names[c] +
+                            ".valid' field");
+  Status st = columns[c].Copy(a, at, dst[field_of[c]]);
+  if (!st.ok())
+    return Status::DataLoss(Where(g) + ", column '" + names[c] + "', row " + std::to_string(row) + ": " +
+                            st.message());
+  if (mask_of[c] >= 0) *dst[mask_of[c]] = valid ? 1 : 0;
   return Status::OK();
 }
 
@@ -426,6 +502,7 @@ void ParquetDataset::Impl::CountRead(uint32_t g) {
 
 Status ParquetDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
   Impl& m = *impl_;
+  if (m.by_pages.load(std::memory_order_relaxed)) return PageRowBytes(index, bytes, nullptr);
   uint32_t g;
   int64_t row;
   STOKER_ASSIGN_OR_RETURN(RowGroupCache::Table t, m.Locate(*this, index, &g, &row));
@@ -469,6 +546,7 @@ Status ParquetDataset::Read(uint64_t index, uint8_t* const* dst) {
       return Status::OK();
     }
   }
+  if (m.by_pages.load(std::memory_order_relaxed)) return PageRowBytes(index, nullptr, dst);
   uint32_t g;
   int64_t row;
   STOKER_ASSIGN_OR_RETURN(RowGroupCache::Table t, m.Locate(*this, index, &g, &row));
@@ -478,12 +556,45 @@ Status ParquetDataset::Read(uint64_t index, uint8_t* const* dst) {
   return Status::OK();
 }
 
+Status ParquetDataset::PageRowBytes(uint64_t index, uint64_t* bytes, uint8_t* const* dst) {
+  // (no staging: a row's pages are in the page cache when its size is read
+  // and again, most likely, when it is copied; their rows are few)
+  Impl& m = *impl_;
+  thread_local std::vector<PageCache::Page> page;
+  thread_local std::vector<int64_t> at;
+  uint32_t g;
+  Status st = m.PageRow(*this, index, &g, &page, &at);
+  const int64_t row = static_cast<int64_t>(index - (index < m.rows ? m.groups[g].first : 0));
+  for (size_t c = 0; st.ok() && c < m.columns.size(); ++c) {
+    if (bytes) {
+      bytes[m.field_of[c]] = m.columns[c].Bytes(*page[c], at[c]);
+      if (m.mask_of[c] >= 0) bytes[m.mask_of[c]] = 1;
+    } else {
+      st = m.CopyColumn(c, *page[c], at[c], g, row, dst);
+    }
+  }
+  for (auto& p : page) p.reset();
+  return st;
+}
+
 std::vector<int64_t> ParquetDataset::GlobalOrder(const OrderRecipe& o) const {
+  if (impl_->o.window == 0) return o.Global(impl_->rows);  // (a global shuffle; in order when not shuffled)
   return o.GlobalByShards(impl_->groups, impl_->o.window);
 }
 
 std::vector<int64_t> ParquetDataset::Order(const OrderRecipe& o) {
   std::vector<int64_t> mine = o.RankPart(GlobalOrder(o), RankSplit::kContiguous);
+  if (impl_->pages) {
+    // A global shuffle reads rows through their pages; an epoch in order,
+    // through its row groups.  The other cache's data goes.
+    impl_->by_pages.store(o.shuffle, std::memory_order_relaxed);
+    if (o.shuffle) {
+      impl_->cache->DropUnheld();
+      impl_->cache->SetAhead({});
+      return mine;
+    }
+    impl_->pages->Clear();
+  }
   impl_->stage_rows.store(o.shuffle, std::memory_order_relaxed);
   std::vector<uint32_t> group_at(mine.size());
   for (size_t p = 0; p < mine.size(); ++p) group_at[p] = impl_->GroupOf(static_cast<uint64_t>(mine[p]));

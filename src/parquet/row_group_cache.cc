@@ -202,6 +202,11 @@ void RowGroupCache::SetBudget(uint64_t budget) {
   cv_.notify_all();  // (more room for the decoder ahead, maybe)
 }
 
+void RowGroupCache::DropUnheld() {
+  std::lock_guard<std::mutex> l(mu_);
+  (void)MakeRoomLocked(uint64_t{1} << 62, true);  // (room for more than any budget: every unheld one goes)
+}
+
 void RowGroupCache::Finished(uint32_t g) {
   std::lock_guard<std::mutex> l(mu_);
   Entry& e = entries_[g];

@@ -68,6 +68,9 @@ class RowGroupCache {
   // A new budget (a loader sizes it to what its epochs need); a smaller one
   // drops decoded row groups as later decodes need room.
   void SetBudget(uint64_t budget);
+  // Drops every decoded row group no reader holds (a global shuffle's
+  // epoch reads pages instead).
+  void DropUnheld();
 
  private:
   enum State : uint8_t { kEmpty, kLoading, kReady, kFailed };

@@ -137,3 +137,47 @@ def test_a_state_of_a_mix_with_other_row_groups_or_windows_is_refused_mid_epoch(
         bad = stoker.DataLoader(other, batch_size=40, shuffle=True)
         bad.load_state_dict(state)
         next(iter(bad))
+
+
+def test_a_global_shuffle_reads_each_row_through_its_pages(tmp_path):
+    # Files with a page index and small pages; every kind of column, nulls
+    # masked; the order a shuffle of every row (not windows of row groups).
+    from test_parquet import check_row, expected, table
+    t = table(1200)
+    pq.write_table(t.slice(0, 700), tmp_path / "a.parquet", row_group_size=350, write_page_index=True,
+                   data_page_size=2048, compression="zstd")
+    pq.write_table(t.slice(700), tmp_path / "b.parquet", row_group_size=250, write_page_index=True,
+                   data_page_size=2048, compression="snappy")
+    ds = stoker.io.ParquetDataset(tmp_path, shuffle_window="global", null_mask=True)
+    loader = stoker.DataLoader(ds, batch_size=50, shuffle=True, num_workers=2, seed=4)
+    got = []
+    for b in loader:
+        for j, i in enumerate(b["id"].tolist()):
+            got.append(i)
+            if i % 97 == 0:
+                check_row({k: (v[j] if not isinstance(v, list) else v[j]) for k, v in b.items()}, expected(t, i))
+    assert sorted(got) == list(range(1200))
+    # Not windows of row groups: the first 100 rows come from every row group.
+    groups = [0, 350, 700, 950, 1200]
+    assert len({int(np.searchsorted(groups, i, side="right")) for i in got[:100]}) == 4
+    st = ds.stats()
+    assert st["pages_decoded"] > 0 and st["row_groups_decoded"] == 0, st
+    # An epoch in order reads row groups, in order.
+    seq = [i for b in stoker.DataLoader(ds, batch_size=100) for i in b["id"].tolist()]
+    assert seq == list(range(1200)) and ds.stats()["row_groups_decoded"] == 4
+    # Resumed on other ranks, exactly once.
+
+    def make(world, rank, workers, batch):
+        return stoker.DataLoader(ds, batch_size=batch, num_workers=workers,
+                                 sampler=ds.sampler(shuffle=True, seed=4, rank=rank, world_size=world, pad=False),
+                                 drop_last=False)
+    counts, _ = run_segments(make, [(4, 3, 60, 2), (3, 2, 80, 1), (1, 0, 16, None)], ids=lambda b: b["id"].tolist())
+    exactly_once(counts, 1200)
+
+
+def test_a_global_shuffle_needs_a_page_index_and_says_how_to_write_one(tmp_path):
+    pq.write_table(pa.table({"id": np.arange(10)}), tmp_path / "plain.parquet")
+    with pytest.raises(ValueError, match=r"plain.parquet has no page index.*write_page_index=True"):
+        stoker.io.ParquetDataset(tmp_path, shuffle_window="global")
+    with pytest.raises(ValueError, match="int >= 1 or 'global'"):
+        stoker.io.ParquetDataset(tmp_path, shuffle_window="all")
