@@ -21,7 +21,9 @@
 // (OrderRecipe::GlobalByShards with row groups as the shards) visits the
 // row groups in a shuffled order, `window` of them at a time, so that a
 // full epoch decodes each row group once when the cache holds a window.
-// Only the requested columns' chunks are read from the files.
+// Only the requested columns' chunks are read from the files.  With window
+// 0 a shuffled epoch is a shuffle of every row, each read through its data
+// pages (found through the files' page index) instead of its row group.
 #ifndef STOKER_PARQUET_DATASET_H_
 #define STOKER_PARQUET_DATASET_H_
 
