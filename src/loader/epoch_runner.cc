@@ -24,6 +24,8 @@ Status EpochRunner::Begin(NativeDataset& dataset, const OrderRecipe& recipe, uin
 void EpochRunner::Begin(EpochSource::Order order, uint64_t batch_size, bool drop_last, bool resume_workers) {
   // The scheduler drops the last epoch's tokens before the source is reused.
   sched_->Reset(&source_, resume_workers);
+  if (order && pending_ && pending_->next_worker < 0 && pending_->delivered > 0)  // not sent again
+    order->NotBefore(pending_->delivered * (batch_size ? batch_size : 1));
   source_.Begin(std::move(order), batch_size, drop_last);
   active_ = &source_;
   ApplyResume();

@@ -25,6 +25,12 @@ Result<bool> EpochSource::Next(TaskSpec* spec) {
   return true;
 }
 
+Result<bool> EpochSource::Skip() {
+  if (next_ >= batches_) return false;
+  ++next_;
+  return true;
+}
+
 std::vector<int64_t> EpochSource::BatchIndices(uint64_t token) const {
   if (token == 0 || token > batches_) return {};
   const uint64_t lo = (token - 1) * per(), hi = std::min<uint64_t>(lo + per(), order_->size());

@@ -35,6 +35,9 @@ class EpochSource : public IndexSource {
   uint64_t batches() const { return batches_; }
   uint64_t samples() const { return order_->size(); }
   Result<bool> Next(TaskSpec* spec) override;
+  // (without reading the batch's indices: a resumed order may not have them,
+  // IndexOrder::NotBefore)
+  Result<bool> Skip() override;
   // The indices of the batch holding `token` (empty for an unknown token).
   std::vector<int64_t> BatchIndices(uint64_t token) const;
   // The same, as "[i, j, ...]" (at most 16 shown) for messages.

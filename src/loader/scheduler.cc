@@ -283,6 +283,16 @@ Status Scheduler::Fill() {
     retry_.pop_front();
   }
   while (tasks_.size() < opts_.prefetch && !exhausted_) {
+    if (!have_pending_ && skip_.count(send_idx_)) {  // delivered before a resume: never loaded again
+      Result<bool> more = source_->Skip();
+      if (!more.ok()) return more.status();
+      if (!more.value()) {
+        exhausted_ = true;
+        return Status::OK();
+      }
+      skip_.erase(send_idx_++);
+      continue;
+    }
     if (!have_pending_) {
       pending_ = TaskSpec();
       Result<bool> more = source_->Next(&pending_);
@@ -292,12 +302,6 @@ Status Scheduler::Fill() {
         return Status::OK();
       }
       have_pending_ = true;
-    }
-    if (skip_.erase(send_idx_)) {  // delivered before a resume: never loaded again
-      source_->Drop(pending_.token);
-      ++send_idx_;
-      have_pending_ = false;
-      continue;
     }
     STOKER_ASSIGN_OR_RETURN(bool sent, Dispatch(send_idx_, pending_, -1));
     if (!sent) return Status::OK();

@@ -55,6 +55,14 @@ class IndexSource {
   virtual Result<bool> Next(TaskSpec* spec) = 0;
   // The task holding `token` is finished (delivered, failed or abandoned).
   virtual void Drop(uint64_t token) { (void)token; }
+  // The next task is not wanted (delivered before a resume): passed over,
+  // made only if the source must make it to go on.  False at the end.
+  virtual Result<bool> Skip() {
+    TaskSpec spec;
+    Result<bool> more = Next(&spec);
+    if (more.ok() && more.value()) Drop(spec.token);
+    return more;
+  }
 };
 
 // From batch `first` on (until the next segment), `workers` workers.

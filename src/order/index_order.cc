@@ -45,6 +45,10 @@ Status StridedRankOrder::Read(uint64_t pos, uint64_t n, int64_t* out) {
   return Status::OK();
 }
 
+void StridedRankOrder::NotBefore(uint64_t pos) {
+  if (pos < size_ && total_ <= base_->size()) base_->NotBefore(rank_ + pos * world_);
+}
+
 ContiguousRankOrder::ContiguousRankOrder(std::shared_ptr<IndexOrder> base, uint64_t total, uint32_t rank,
                                          uint32_t world)
     : base_(std::move(base)) {
@@ -67,6 +71,10 @@ Status ContiguousRankOrder::Read(uint64_t pos, uint64_t n, int64_t* out) {
   return Status::OK();
 }
 
+void ContiguousRankOrder::NotBefore(uint64_t pos) {
+  if (pos < per_ && first_ + per_ <= base_->size()) base_->NotBefore(first_ + pos);
+}
+
 RemainderOrder::RemainderOrder(std::shared_ptr<IndexOrder> base, std::vector<PlaceRange> consumed)
     : base_(std::move(base)) {
   const uint64_t len = base_->size();
@@ -87,6 +95,14 @@ RemainderOrder::RemainderOrder(std::shared_ptr<IndexOrder> base, std::vector<Pla
     taken += r.end - r.begin;
   }
   size_ = len - taken;
+  if (!ranges_.empty() && ranges_[0].begin == 0) base_->NotBefore(ranges_[0].end);
+}
+
+void RemainderOrder::NotBefore(uint64_t pos) {
+  if (pos >= size_) return;  // (nothing left to read: no promise needed)
+  uint64_t place = 0, run = 0;
+  Locate(pos, &place, &run);
+  base_->NotBefore(place);
 }
 
 void RemainderOrder::Locate(uint64_t pos, uint64_t* place, uint64_t* run) const {

@@ -27,6 +27,11 @@ class IndexOrder {
   // Read when stride is 1; an order computed from its start (a Mix's) walks
   // the places at once.
   virtual Status ReadStrided(uint64_t first, uint64_t stride, uint64_t n, int64_t* out);
+  // A promise made before the first Read: no place below `place` will be
+  // read (a resumed epoch's consumed start).  An order drawn from its start
+  // (TorchRandperm) may then reach `place` without keeping what lies before
+  // it, and refuse reads there; others ignore it.
+  virtual void NotBefore(uint64_t place) { (void)place; }
 };
 
 class VectorOrder : public IndexOrder {
@@ -59,6 +64,8 @@ class StridedRankOrder : public IndexOrder {
   StridedRankOrder(std::shared_ptr<IndexOrder> base, uint64_t total, uint32_t rank, uint32_t world);
   uint64_t size() const override { return size_; }
   Status Read(uint64_t pos, uint64_t n, int64_t* out) override;
+  // (made to base unless the padding wraps to base's start)
+  void NotBefore(uint64_t pos) override;
 
  private:
   std::shared_ptr<IndexOrder> base_;
@@ -75,6 +82,8 @@ class ContiguousRankOrder : public IndexOrder {
   ContiguousRankOrder(std::shared_ptr<IndexOrder> base, uint64_t total, uint32_t rank, uint32_t world);
   uint64_t size() const override { return per_; }
   Status Read(uint64_t pos, uint64_t n, int64_t* out) override;
+  // (made to base unless the padding wraps to base's start)
+  void NotBefore(uint64_t pos) override;
 
  private:
   std::shared_ptr<IndexOrder> base_;
@@ -97,6 +106,9 @@ class RemainderOrder : public IndexOrder {
   RemainderOrder(std::shared_ptr<IndexOrder> base, std::vector<PlaceRange> consumed);
   uint64_t size() const override { return size_; }
   Status Read(uint64_t pos, uint64_t n, int64_t* out) override;
+  // (made to base's place of `pos`; the constructor makes base's promise of
+  // a consumed start itself)
+  void NotBefore(uint64_t pos) override;
   // The ranges taken out: sorted, disjoint, within base's length.
   const std::vector<PlaceRange>& consumed() const { return ranges_; }
 

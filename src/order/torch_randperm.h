@@ -17,6 +17,16 @@
 // start); Read waits for the positions it asks for.  The permutation is held as 32-bit words in anonymous memory
 // that is never written before it is touched (a word w != 0 holds w - 1,
 // 0 means "still its own index"), so nothing is filled up front.
+//
+// A resumed epoch promises not to read its consumed start (NotBefore(F)).
+// The forward draw must still make every step below F, but of those steps
+// only what each moves forward matters: position i < F is never read, so
+// step i need not fetch what it takes from i + z, only put position i's
+// content there.  Moves to a place below F are made at once (a twentieth of
+// them at F = 30%); those to a place at or past F are appended, in step
+// order, to one log per span of places, and each span's log is written out
+// at F while the span sits in the cache.  The random swaps of a large array
+// (two cache misses a step) become sequential appends.
 #ifndef STOKER_ORDER_TORCH_RANDPERM_H_
 #define STOKER_ORDER_TORCH_RANDPERM_H_
 
@@ -72,6 +82,9 @@ class TorchRandperm : public IndexOrder {
   ~TorchRandperm() override;
   uint64_t size() const override { return count_; }
   Status Read(uint64_t pos, uint64_t n, int64_t* out) override;
+  // (before the first Read: a forward draw then skips to `place`; a read
+  // below it is refused)
+  void NotBefore(uint64_t place) override;
   // Waits for the draw; the generator's state after it: after the
   // permutation only, or after the extra permutations too (`with_extra`).
   TorchMT19937 final_state(bool with_extra = true);
@@ -86,6 +99,15 @@ class TorchRandperm : public IndexOrder {
   // (or final_state) waits for, chooses the array's pages.
   void Start(uint64_t need);
   void Run();
+  // The forward draw's steps below floor_ (see above), its logs in log_;
+  // `ring` holds the places of steps [0, kLook), after it those of
+  // [floor_, floor_ + kLook).  False when stopped.
+  bool SkipToFloor(uint64_t* ring);
+  // Each step swaps with a random place of a large array: a cache and TLB
+  // miss.  The draws do not depend on the array, so they are made kLook
+  // steps ahead, in the same order, and their places prefetched: the misses
+  // overlap instead of following one another.
+  static constexpr uint64_t kLook = 32;
   uint32_t At(uint64_t k) const {
     const uint32_t w = words_[k];
     return w ? w - 1 : static_cast<uint32_t>(k);
@@ -108,6 +130,11 @@ class TorchRandperm : public IndexOrder {
   std::atomic<uint64_t> wanted_{0};    // the furthest position read, plus one
   std::atomic<bool> all_wanted_{false};  // final_state() waits: draw to the end
   std::atomic<bool> pacing_{false};      // the drawing thread waits in Pace
+  std::atomic<bool> started_flag_{false};
+  uint64_t asked_floor_ = 0;  // NotBefore's
+  uint64_t floor_ = 0;        // (fixed by Start) places below it are not kept
+  uint64_t* log_ = nullptr;   // (floor_ > 0) the logs' blocks
+  size_t log_bytes_ = 0;
   bool finished_ = false;  // (under mu_) the extra permutations too
   std::mutex mu_;
   std::condition_variable cv_;

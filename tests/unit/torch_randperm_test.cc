@@ -44,6 +44,42 @@ TEST(TorchRandperm, AForwardFisherYatesReadAsItIsDrawn) {
   }
 }
 
+TEST(TorchRandperm, AResumedDrawSkipsToItsFloorAndGivesTheSamePlacesAfterIt) {
+  testing::Watchdog dog(std::chrono::seconds(60), "TorchRandperm.NotBefore");
+  for (uint64_t n : {2ull, 3ull, 1000ull, 100003ull, 3000017ull}) {
+    const std::vector<int64_t> ref = Reference(n, TorchMT19937::Seeded(n + 1));
+    for (uint64_t floor : {uint64_t{1}, n / 3, n / 2 + 1, n - 1, n}) {
+      TorchRandperm p(n, n, TorchMT19937::Seeded(n + 1), 0);
+      p.NotBefore(floor / 2);
+      p.NotBefore(floor);  // (the furthest promise holds)
+      const uint64_t first = std::min(floor, n - 1);  // (the last place is drawn with the last step)
+      std::vector<int64_t> got(n - first);
+      for (uint64_t pos = first; pos < n; pos += 61) {
+        const uint64_t k = std::min<uint64_t>(61, n - pos);
+        ASSERT_TRUE(p.Read(pos, k, got.data() + (pos - first)).ok()) << "n " << n << " floor " << floor;
+      }
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), ref.begin() + first)) << "n " << n << " floor " << floor;
+      if (first > 0) {
+        int64_t one = 0;
+        Status st = p.Read(first - 1, 1, &one);
+        EXPECT_FALSE(st.ok());
+        EXPECT_NE(st.ToString().find("NotBefore"), std::string::npos) << st.ToString();
+      }
+      // The generator's state after it is torch's, as without the skip.
+      TorchMT19937 after = p.final_state(), want = TorchMT19937::Seeded(n + 1);
+      for (uint64_t i = 0; i + 1 < n; ++i) (void)want();
+      for (int i = 0; i < 5; ++i) EXPECT_EQ(after(), want());
+    }
+  }
+  // A promise made once the draw has begun changes nothing.
+  TorchRandperm p(1000, 1000, TorchMT19937::Seeded(1), 0);
+  std::vector<int64_t> got(1000);
+  ASSERT_TRUE(p.Read(0, 10, got.data()).ok());
+  p.NotBefore(500);
+  ASSERT_TRUE(p.Read(10, 990, got.data() + 10).ok());
+  EXPECT_EQ(got, Reference(1000, TorchMT19937::Seeded(1)));
+}
+
 TEST(TorchRandperm, TheFinalStateCountsEveryDrawTorchMakes) {
   const uint64_t n = 5000;
   TorchRandperm p(n, 10, TorchMT19937::Seeded(3), /*extra_perms=*/1);
