@@ -56,6 +56,13 @@ class NativeDataset {
   // Writes sample `index`: field f to dst[f] (fields()[f].bytes() bytes).
   // Errors name the file, the record and the offset.  Thread-safe.
   virtual Status Read(uint64_t index, uint8_t* const* dst) = 0;
+  // A batch's samples: sample indices[k] (k < n) to dsts[k * F + f], F =
+  // fields().size(), all or an error.  By default Read each; a dataset that
+  // reads neighbouring records at once overrides it (RecordFileDataset: one
+  // read for a run of adjacent records; MixedDataset: each source its own
+  // samples).  Not called where a bad sample is to be skipped
+  // (on_error=skip): the loader calls Read per sample there.  Thread-safe.
+  virtual Status ReadBatch(const uint64_t* indices, uint64_t n, uint8_t* const* dsts);
   // A short description for messages ("raw file /data/x.bin").
   virtual std::string Describe() const = 0;
   // One sample, for messages: its file where it has one of its own.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 
@@ -125,6 +126,43 @@ Status FileReader::Read(uint64_t offset, void* dst, uint64_t n, bool into_batch)
     }
     if (got == 0) return ShortFile(offset, n);
     done += static_cast<uint64_t>(got);
+  }
+  return Status::OK();
+}
+
+Status FileReader::ReadOutPieces(const uint64_t* offsets, uint8_t* const* dsts, uint64_t count, uint64_t n) const {
+  if (count == 0) return Status::OK();
+  if (mode_ == IoMode::kMmap) {
+    STOKER_ASSIGN_OR_RETURN(uint64_t now, CurrentSize());
+    const uint64_t end = std::min(size_, now);
+    const uint8_t* base = static_cast<const uint8_t*>(map_ ? map_->addr : nullptr);
+    for (uint64_t k = 0; k < count; ++k) {
+      if (offsets[k] > end || n > end - offsets[k]) return ShortFile(offsets[k], n);
+      CollateCopy(dsts[k], base + offsets[k], n);
+    }
+    return Status::OK();
+  }
+  if (mode_ == IoMode::kDirect) {
+    for (uint64_t k = 0; k < count; ++k) STOKER_RETURN_IF_ERROR(DirectRead(offsets[k], dsts[k], n));
+    return Status::OK();
+  }
+  thread_local std::vector<uint8_t> scratch;  // (touched only for pieces apart)
+  for (uint64_t k = 0; k < count;) {
+    uint64_t e = k + 1;
+    bool in_place = true;
+    while (e < count && offsets[e] == offsets[e - 1] + n && (e - k + 1) * n <= kRunBytes) {
+      in_place = in_place && dsts[e] == dsts[e - 1] + n;
+      ++e;
+    }
+    const uint64_t bytes = (e - k) * n;
+    if (e - k == 1 || in_place) {
+      STOKER_RETURN_IF_ERROR(Read(offsets[k], dsts[k], bytes, true));
+    } else {
+      if (scratch.size() < bytes) scratch.resize(bytes);
+      STOKER_RETURN_IF_ERROR(Read(offsets[k], scratch.data(), bytes, false));
+      for (uint64_t j = k; j < e; ++j) CollateCopy(dsts[j], scratch.data() + (j - k) * n, n);
+    }
+    k = e;
   }
   return Status::OK();
 }

@@ -2,6 +2,8 @@
 #include "io/mixed_dataset.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 
 namespace stoker {
 
@@ -59,6 +61,66 @@ Status MixedDataset::Read(uint64_t index, uint8_t* const* dst) {
   if (index >= size()) return Status::InvalidArgument(Describe() + ": no sample " + std::to_string(index));
   const auto [i, j] = Locate(index);
   return sources_[i]->Read(j, dst);
+}
+
+Status MixedDataset::ReadBatch(const uint64_t* indices, uint64_t n, uint8_t* const* dsts) {
+  const size_t nf = fields().size();
+  // The batch's samples linked per source, in batch order (no sort): a
+  // source's samples go to it together, a lone one by Read.
+  struct Scratch {
+    std::vector<int64_t> head, tail, next;  // per source, per source, per sample (-1: none)
+    std::vector<uint32_t> seen;             // the sources met, in order
+    std::vector<uint64_t> local;
+    std::vector<uint8_t*> to;
+  };
+  // One per depth: a source may be a mix itself, read from inside this call.
+  thread_local std::vector<std::unique_ptr<Scratch>> pool;
+  thread_local size_t depth = 0;
+  if (pool.size() <= depth) pool.push_back(std::make_unique<Scratch>());
+  Scratch& sc = *pool[depth];
+  struct Enter {
+    size_t& d;
+    explicit Enter(size_t& x) : d(x) { ++d; }
+    ~Enter() { --d; }
+  } enter(depth);
+  if (sc.head.size() != sources_.size()) {
+    sc.head.assign(sources_.size(), -1);
+    sc.tail.assign(sources_.size(), -1);
+  }
+  sc.next.assign(n, -1);
+  sc.seen.clear();
+  Status st;
+  for (uint64_t k = 0; k < n; ++k) {
+    if (indices[k] >= size()) {
+      st = Status::InvalidArgument(Describe() + ": no sample " + std::to_string(indices[k]));
+      break;
+    }
+    const size_t i = Locate(indices[k]).first;
+    if (sc.head[i] < 0) {
+      sc.head[i] = static_cast<int64_t>(k);
+      sc.seen.push_back(static_cast<uint32_t>(i));
+    } else {
+      sc.next[static_cast<size_t>(sc.tail[i])] = static_cast<int64_t>(k);
+    }
+    sc.tail[i] = static_cast<int64_t>(k);
+  }
+  for (uint32_t i : sc.seen) {
+    const int64_t first = sc.head[i];
+    sc.head[i] = sc.tail[i] = -1;  // (left clean for the next batch, whatever happens)
+    if (!st.ok()) continue;
+    if (sc.next[static_cast<size_t>(first)] < 0) {  // one sample of this source
+      st = sources_[i]->Read(indices[first] - offsets_[i], dsts + static_cast<uint64_t>(first) * nf);
+      continue;
+    }
+    sc.local.clear();
+    sc.to.clear();
+    for (int64_t k = first; k >= 0; k = sc.next[static_cast<size_t>(k)]) {
+      sc.local.push_back(indices[k] - offsets_[i]);
+      sc.to.insert(sc.to.end(), dsts + static_cast<uint64_t>(k) * nf, dsts + static_cast<uint64_t>(k + 1) * nf);
+    }
+    st = sources_[i]->ReadBatch(sc.local.data(), sc.local.size(), sc.to.data());
+  }
+  return st;
 }
 
 Status MixedDataset::SampleBytes(uint64_t index, uint64_t* bytes) {

@@ -21,6 +21,8 @@ class MixedDataset : public NativeDataset {
   uint64_t size() const override { return offsets_.back(); }
   const std::vector<FieldSpec>& fields() const override { return sources_[0]->fields(); }
   Status Read(uint64_t index, uint8_t* const* dst) override;
+  // (each source's samples of the batch handed to its ReadBatch together)
+  Status ReadBatch(const uint64_t* indices, uint64_t n, uint8_t* const* dsts) override;
   Status SampleBytes(uint64_t index, uint64_t* bytes) override;
   std::string Describe() const override;
   std::string DescribeSample(uint64_t index) const override;

@@ -13,6 +13,12 @@ uint32_t ElementSize(ElementType t) {
   return static_cast<uint8_t>(t) < static_cast<uint8_t>(DType::kNumDTypes) ? DTypeSize(static_cast<DType>(t)) : 0;
 }
 
+Status NativeDataset::ReadBatch(const uint64_t* indices, uint64_t n, uint8_t* const* dsts) {
+  const size_t nf = fields().size();
+  for (uint64_t k = 0; k < n; ++k) STOKER_RETURN_IF_ERROR(Read(indices[k], dsts + k * nf));
+  return Status::OK();
+}
+
 Status NativeDataset::SampleBytes(uint64_t, uint64_t* bytes) {
   const std::vector<FieldSpec>& f = fields();
   for (size_t i = 0; i < f.size(); ++i) {

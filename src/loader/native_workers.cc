@@ -99,6 +99,7 @@ void RunNativeWorker(std::shared_ptr<Arena> arena, NativeDataset& dataset, uint3
   const bool skip_bad = dataset.on_error() == OnError::kSkip;
   std::vector<int64_t> indices;
   std::vector<uint8_t*> dst(nf);
+  std::vector<uint8_t*> batch_dst;  // every sample's fields, for ReadBatch
   std::vector<uint64_t> sizes;
   std::vector<uint8_t> bad;      // per sample: skipped
   std::vector<uint64_t> kept;
@@ -154,7 +155,14 @@ void RunNativeWorker(std::shared_ptr<Arena> arena, NativeDataset& dataset, uint3
       continue;
     }
     kept.clear();
-    for (uint64_t i = 0; i < n && failed.ok(); ++i) {
+    if (!skip_bad) {  // the batch at once: the dataset may read neighbouring records together
+      batch_dst.resize(n * nf);
+      for (uint64_t i = 0; i < n; ++i)
+        for (size_t f = 0; f < nf; ++f) batch_dst[i * nf + f] = layout.Sample(region.value(), f, i);
+      failed = dataset.ReadBatch(reinterpret_cast<const uint64_t*>(indices.data()), n, batch_dst.data());
+      for (uint64_t i = 0; i < n && failed.ok(); ++i) kept.push_back(i);
+    }
+    for (uint64_t i = 0; i < n && failed.ok() && skip_bad; ++i) {
       if (bad[i]) continue;
       for (size_t f = 0; f < nf; ++f) dst[f] = layout.Sample(region.value(), f, i);
       Status s = dataset.Read(static_cast<uint64_t>(indices[i]), dst.data());

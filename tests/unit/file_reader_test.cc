@@ -42,6 +42,42 @@ TEST(FileReader, EveryModeReadsTheSameBytes) {
   std::remove(path.c_str());
 }
 
+TEST(FileReader, PiecesReadTogetherAreThePiecesReadAlone) {
+  // Runs of adjacent pieces (one read, into place or through the buffer),
+  // lone ones, a repeat, runs longer than kRunBytes, in every mode.
+  const uint64_t n = 100;
+  const std::string data = Pattern(n * 20000);
+  const std::string path = TempFile("pieces.bin", data);
+  std::vector<uint64_t> records = {0, 1, 2, 3, 7, 7, 8, 100, 101, 5000, 19999};
+  for (uint64_t r = 6000; r < 6000 + 3 * FileReader::kRunBytes / n; ++r) records.push_back(r);  // a long run
+  std::vector<uint64_t> offsets;
+  for (uint64_t r : records) offsets.push_back(r * n);
+  for (const char* mode : {"pread", "mmap", "direct"}) {
+    auto f = FileReader::Open(path, {ParseIoMode(mode).value(), false});
+    if (!f.ok() && std::string(mode) == "direct") continue;  // (tmpfs)
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    for (bool adjacent : {true, false}) {  // destinations side by side (in place) or apart (the buffer)
+      std::string out(records.size() * n * 2, '\0');
+      std::vector<uint8_t*> dsts;
+      for (size_t k = 0; k < records.size(); ++k)
+        dsts.push_back(reinterpret_cast<uint8_t*>(out.data()) + (adjacent ? k : records.size() - 1 - k) * n);
+      ASSERT_TRUE(f.value().ReadOutPieces(offsets.data(), dsts.data(), records.size(), n).ok()) << mode;
+      for (size_t k = 0; k < records.size(); ++k)
+        ASSERT_EQ(std::string(reinterpret_cast<char*>(dsts[k]), n), data.substr(offsets[k], n))
+            << mode << " piece " << k << (adjacent ? " in place" : " apart");
+    }
+    // A piece past the end: the error names the file and the offset.
+    const uint64_t past[2] = {n, data.size() - n / 2};
+    std::string out(2 * n, '\0');
+    uint8_t* dsts[2] = {reinterpret_cast<uint8_t*>(out.data()), reinterpret_cast<uint8_t*>(out.data()) + n};
+    Status st = f.value().ReadOutPieces(past, dsts, 2, n);
+    EXPECT_FALSE(st.ok()) << mode;
+    EXPECT_NE(st.message().find(path), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find(std::to_string(past[1])), std::string::npos) << st.ToString();
+  }
+  std::remove(path.c_str());
+}
+
 TEST(FileReader, ReadsPastTheEndAndBadOptionsSayWhat) {
   const std::string path = TempFile("short.bin", "0123456789");
   FileReader f = FileReader::Open(path).value();
