@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <vector>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace stoker {
 

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <tuple>
 #include <utility>
 #include <vector>
-#include <cstring>
 
 namespace stoker {
 
