@@ -47,6 +47,8 @@ PYBIND11_MODULE(_stoker_parquet, m) {
       .def("cache_bytes_for", &ParquetDataset::CacheBytesFor,
            "The cache an epoch holding that many decoded row groups at a time needs.")
       .def("set_cache_budget", &ParquetDataset::SetCacheBudget)
+      .def("stage_rows", &ParquetDataset::StageRows,
+           "Copy each row out of its row group when its sizes are read (a shuffled epoch's).")
       // "tensor", "str" or "bytes" per field: what a variable uint8 field's sample is.
       .def_property_readonly("leaves", [](ParquetDataset& d) {
              std::vector<std::string> out;

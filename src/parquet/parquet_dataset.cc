@@ -401,6 +401,8 @@ void ParquetDataset::SetCacheBudget(uint64_t bytes) {
   if (impl_->pages) impl_->pages->SetBudget(bytes);
 }
 
+void ParquetDataset::StageRows(bool on) { impl_->stage_rows.store(on, std::memory_order_relaxed); }
+
 uint64_t ParquetDataset::size() const { return impl_->rows; }
 const std::vector<FieldSpec>& ParquetDataset::fields() const { return impl_->fields; }
 const std::vector<std::pair<uint64_t, uint64_t>>& ParquetDataset::row_groups() const { return impl_->groups; }
@@ -436,23 +438,37 @@ namespace {
 // read then, makes a batch touch each row group once: a batch that
 // begins the next shuffle window while the last rows of this one are in it
 // would need both windows' row groups decoded at once (twice the cache),
-// or decode some twice.  Read takes a row from here when it is here.
+// or decode some twice.  Read takes a row from here when it is here.  The
+// rows of several datasets (a Mix's Parquet sources) are staged side by
+// side, each with its dataset: a Mix reads one source's rows after another,
+// and a row staged (and counted) must not be located and counted again.
 struct Staged {
-  const void* owner = nullptr;
   bool reading = false;  // rows were taken since: the next size begins a new batch
   // Each row's fields, one after another (grown without zeroing).
   std::unique_ptr<uint8_t[]> bytes;
   uint64_t used = 0, capacity = 0;
   std::vector<uint8_t*> dst;  // (a row's fields, for CopyRow)
   struct Row {
-    uint64_t index, at;
+    const void* owner;
+    uint64_t index, at, sizes_at;  // sizes_at: its fields' sizes in `sizes`
   };
   std::vector<Row> rows;
-  std::vector<uint64_t> sizes;  // fields per row
-  size_t next = 0;              // the row Read should ask for next
-  void Reset(const void* o) {
-    owner = o, reading = false, next = 0, used = 0;
+  std::vector<uint64_t> sizes;
+  size_t next = 0;  // where Read looks first (rows are mostly read in the order they were staged)
+  void Reset() {
+    reading = false, next = 0, used = 0;
     rows.clear(), sizes.clear();
+  }
+  // The staged row `index` of `owner`, or nullptr.
+  const Row* Find(const void* owner, uint64_t index) {
+    for (size_t n = 0; n < rows.size(); ++n) {
+      const size_t k = (next + n) % rows.size();
+      if (rows[k].index == index && rows[k].owner == owner) {
+        next = k + 1;
+        return &rows[k];
+      }
+    }
+    return nullptr;
   }
   uint8_t* Grow(uint64_t n) {
     if (used + n > capacity) {
@@ -512,7 +528,7 @@ Status ParquetDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
   }
   if (!m.stage_rows.load(std::memory_order_relaxed)) return Status::OK();
   Staged& s = staged;
-  if (s.owner != this || s.reading) s.Reset(this);
+  if (s.reading) s.Reset();
   const size_t nf = m.fields.size();
   uint64_t total = 0;
   for (size_t f = 0; f < nf; ++f) total += bytes[f];
@@ -525,7 +541,7 @@ Status ParquetDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
     s.used = at;
     return st;
   }
-  s.rows.push_back({index, at});
+  s.rows.push_back({this, index, at, s.sizes.size()});
   s.sizes.insert(s.sizes.end(), bytes, bytes + nf);
   t.reset();
   m.CountRead(g);
@@ -535,14 +551,12 @@ Status ParquetDataset::SampleBytes(uint64_t index, uint64_t* bytes) {
 Status ParquetDataset::Read(uint64_t index, uint8_t* const* dst) {
   Impl& m = *impl_;
   Staged& s = staged;
-  if (s.owner == this && m.stage_rows.load(std::memory_order_relaxed)) {
+  if (m.stage_rows.load(std::memory_order_relaxed) && !s.rows.empty()) {
     s.reading = true;
-    for (size_t k = s.next; k < s.rows.size(); ++k) {
-      if (s.rows[k].index != index) continue;
-      const size_t nf = m.fields.size();
-      const uint8_t* p = s.bytes.get() + s.rows[k].at;
-      for (size_t f = 0; f < nf; p += s.sizes[k * nf + f], ++f) std::memcpy(dst[f], p, s.sizes[k * nf + f]);
-      s.next = k + 1;
+    if (const Staged::Row* r = s.Find(this, index)) {
+      const uint64_t* size = s.sizes.data() + r->sizes_at;
+      const uint8_t* p = s.bytes.get() + r->at;
+      for (size_t f = 0; f < m.fields.size(); p += size[f], ++f) std::memcpy(dst[f], p, size[f]);
       return Status::OK();
     }
   }

@@ -95,8 +95,10 @@ bool RowGroupCache::MakeRoomLocked(uint64_t need, bool unfinished_too) {
 }
 
 bool RowGroupCache::BehindLocked(uint32_t h, uint32_t g) const {
-  if (first_.empty() || first_[g] == UINT64_MAX) return false;
   const Entry& e = entries_[h];
+  if (first_.empty())  // (positions unknown, a Mix's source: any row group begun and not finished)
+    return h != g && e.state == kReady && !e.finished && e.used != 0;
+  if (first_[g] == UINT64_MAX) return false;
   return e.state == kReady && !e.finished && last_[h] < first_[g];
 }
 

@@ -87,7 +87,9 @@ class RowGroupCache {
   // unfinished ones, in the header's order.  Whether they fit.
   bool MakeRoomLocked(uint64_t need, bool unfinished_too);
   // Under mu_: h is decoded, unfinished, and its last position comes
-  // before g's first (other readers are finishing it).
+  // before g's first (other readers are finishing it).  Without positions
+  // (a Mix's source, whose order is the Mix's): h is another row group
+  // begun and not finished (a shuffle window's, as the next one begins).
   bool BehindLocked(uint32_t h, uint32_t g) const;
   // Under mu_: reader of g (l held) makes room for `need`, waiting for the
   // row groups behind it first (up to kBehindWait).

@@ -432,3 +432,20 @@ def test_many_files_keep_a_bounded_number_open(tmp_path):
     got = [i for b in stoker.DataLoader(ds, batch_size=64, num_workers=2) for i in b["id"].tolist()]
     assert got == list(range(1000))
     assert open_parquet() <= 64
+
+
+def test_a_cache_too_small_for_a_shuffle_window_is_warned_of(files):
+    import warnings
+    d, t = files
+    small = stoker.io.ParquetDataset(d, columns=["id", "emb"], shuffle_window=4, cache_bytes=1000)
+    with pytest.warns(RuntimeWarning, match=r"cache_bytes=1000 holds less than a shuffle window \(4 row groups") as w:
+        loader = stoker.DataLoader(small, batch_size=64, shuffle=True, num_workers=2)
+    assert "Raise cache_bytes to at least" in str(w[0].message) and "lower shuffle_window" in str(w[0].message)
+    assert sorted(i for b in loader for i in b["id"].tolist()) == list(range(t.num_rows))  # (slow, not wrong)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        stoker.DataLoader(small, batch_size=64, shuffle=False, num_workers=2)  # in order: a row group at a time
+        roomy = stoker.io.ParquetDataset(d, columns=["id", "emb"], shuffle_window=4, cache_bytes=64 << 20)
+        stoker.DataLoader(roomy, batch_size=64, shuffle=True, num_workers=2)
+        stoker.DataLoader(stoker.io.ParquetDataset(d, columns=["id", "emb"], shuffle_window=4), batch_size=64,
+                          shuffle=True, num_workers=2)  # (sized by the loader)
