@@ -92,9 +92,11 @@ class ParquetDataset : public NativeDataset {
   uint64_t CacheBytesFor(uint32_t row_groups) const;
   // Sets the decoded row groups' budget (a loader sizes it to its epochs).
   void SetCacheBudget(uint64_t bytes);
-  // Whether each row is copied out of its row group when its sizes are read
-  // (a shuffled epoch's, see parquet_dataset.cc's Staged).  An epoch of the
-  // dataset's own sets it; a Mix whose source it is sets it for the Mix's.
+  // Whether its epochs are shuffled by windows, read by a Mix whose source
+  // it is (the dataset's own epochs set it themselves): each row is then
+  // copied out of its row group when its sizes are read (parquet_dataset.cc's
+  // Staged), and a reader that needs room in the cache waits for the row
+  // groups begun and not finished (RowGroupCache::SetWaitForBegun).
   void StageRows(bool on);
   uint32_t window() const;
   ParquetStats stats() const;

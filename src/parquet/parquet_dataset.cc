@@ -401,7 +401,10 @@ void ParquetDataset::SetCacheBudget(uint64_t bytes) {
   if (impl_->pages) impl_->pages->SetBudget(bytes);
 }
 
-void ParquetDataset::StageRows(bool on) { impl_->stage_rows.store(on, std::memory_order_relaxed); }
+void ParquetDataset::StageRows(bool on) {
+  impl_->stage_rows.store(on, std::memory_order_relaxed);
+  impl_->cache->SetWaitForBegun(on);  // (a shuffled epoch reads by windows)
+}
 
 uint64_t ParquetDataset::size() const { return impl_->rows; }
 const std::vector<FieldSpec>& ParquetDataset::fields() const { return impl_->fields; }

@@ -97,7 +97,7 @@ bool RowGroupCache::MakeRoomLocked(uint64_t need, bool unfinished_too) {
 bool RowGroupCache::BehindLocked(uint32_t h, uint32_t g) const {
   const Entry& e = entries_[h];
   if (first_.empty())  // (positions unknown, a Mix's source: any row group begun and not finished)
-    return h != g && e.state == kReady && !e.finished && e.used != 0;
+    return wait_for_begun_ && h != g && e.state == kReady && !e.finished && e.used != 0;
   if (first_[g] == UINT64_MAX) return false;
   return e.state == kReady && !e.finished && last_[h] < first_[g];
 }
@@ -207,6 +207,11 @@ void RowGroupCache::SetBudget(uint64_t budget) {
 void RowGroupCache::DropUnheld() {
   std::lock_guard<std::mutex> l(mu_);
   (void)MakeRoomLocked(uint64_t{1} << 62, true);  // (room for more than any budget: every unheld one goes)
+}
+
+void RowGroupCache::SetWaitForBegun(bool on) {
+  std::lock_guard<std::mutex> l(mu_);
+  wait_for_begun_ = on;
 }
 
 void RowGroupCache::Finished(uint32_t g) {

@@ -71,6 +71,11 @@ class RowGroupCache {
   // Drops every decoded row group no reader holds (a global shuffle's
   // epoch reads pages instead).
   void DropUnheld();
+  // Without positions (SetAhead not given: a Mix's source), whether a
+  // reader that needs room waits for the row groups begun and not finished
+  // (a shuffle window's last rows) before it drops any.  Off for reads in
+  // no known pattern, where row groups are all begun at once.
+  void SetWaitForBegun(bool on);
 
  private:
   enum State : uint8_t { kEmpty, kLoading, kReady, kFailed };
@@ -88,8 +93,9 @@ class RowGroupCache {
   bool MakeRoomLocked(uint64_t need, bool unfinished_too);
   // Under mu_: h is decoded, unfinished, and its last position comes
   // before g's first (other readers are finishing it).  Without positions
-  // (a Mix's source, whose order is the Mix's): h is another row group
-  // begun and not finished (a shuffle window's, as the next one begins).
+  // (a Mix's source, whose order is the Mix's) and with wait_for_begun_: h
+  // is another row group begun and not finished (a shuffle window's, as the
+  // next one begins).
   bool BehindLocked(uint32_t h, uint32_t g) const;
   // Under mu_: reader of g (l held) makes room for `need`, waiting for the
   // row groups behind it first (up to kBehindWait).
@@ -107,6 +113,7 @@ class RowGroupCache {
   std::function<uint64_t(uint32_t)> estimate_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  bool wait_for_begun_ = false;  // (under mu_) SetWaitForBegun
   std::vector<Entry> entries_;
   std::vector<uint32_t> ahead_;    // the order of first use
   std::vector<uint32_t> ahead_at_;  // row group -> its place in ahead_
