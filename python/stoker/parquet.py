@@ -113,7 +113,8 @@ class ParquetDataset(NativeDataset):
         window = int(self._native.window)
         if not shuffle or window == 0:  # (in order, or the global shuffle's pages)
             return
-        need = int(self._native.cache_bytes_for(window)) - (64 << 20)  # (cache_bytes_for adds 64 MiB of slack)
+        # (cache_bytes_for adds the same slack to any count: 0 row groups is the slack alone)
+        need = int(self._native.cache_bytes_for(window)) - int(self._native.cache_bytes_for(0))
         given = int(self._native.stats()["cache_budget"])
         if given < need:
             warnings.warn(f"ParquetDataset: cache_bytes={given} holds less than a shuffle window ({window} row groups, "

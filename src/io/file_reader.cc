@@ -130,37 +130,38 @@ Status FileReader::Read(uint64_t offset, void* dst, uint64_t n, bool into_batch)
   return Status::OK();
 }
 
-Status FileReader::ReadOutPieces(const uint64_t* offsets, uint8_t* const* dsts, uint64_t count, uint64_t n) const {
+Status FileReader::ReadOutPieces(const std::pair<uint64_t, uint8_t*>* pieces, uint64_t count, uint64_t n) const {
   if (count == 0) return Status::OK();
   if (mode_ == IoMode::kMmap) {
     STOKER_ASSIGN_OR_RETURN(uint64_t now, CurrentSize());
     const uint64_t end = std::min(size_, now);
     const uint8_t* base = static_cast<const uint8_t*>(map_ ? map_->addr : nullptr);
     for (uint64_t k = 0; k < count; ++k) {
-      if (offsets[k] > end || n > end - offsets[k]) return ShortFile(offsets[k], n);
-      CollateCopy(dsts[k], base + offsets[k], n);
+      const auto [offset, dst] = pieces[k];
+      if (offset > end || n > end - offset) return ShortFile(offset, n);
+      CollateCopy(dst, base + offset, n);
     }
     return Status::OK();
   }
   if (mode_ == IoMode::kDirect) {
-    for (uint64_t k = 0; k < count; ++k) STOKER_RETURN_IF_ERROR(DirectRead(offsets[k], dsts[k], n));
+    for (uint64_t k = 0; k < count; ++k) STOKER_RETURN_IF_ERROR(DirectRead(pieces[k].first, pieces[k].second, n));
     return Status::OK();
   }
   thread_local std::vector<uint8_t> scratch;  // (touched only for pieces apart)
   for (uint64_t k = 0; k < count;) {
     uint64_t e = k + 1;
     bool in_place = true;
-    while (e < count && offsets[e] == offsets[e - 1] + n && (e - k + 1) * n <= kRunBytes) {
-      in_place = in_place && dsts[e] == dsts[e - 1] + n;
+    while (e < count && pieces[e].first == pieces[e - 1].first + n && (e - k + 1) * n <= kRunBytes) {
+      in_place = in_place && pieces[e].second == pieces[e - 1].second + n;
       ++e;
     }
     const uint64_t bytes = (e - k) * n;
     if (e - k == 1 || in_place) {
-      STOKER_RETURN_IF_ERROR(Read(offsets[k], dsts[k], bytes, true));
+      STOKER_RETURN_IF_ERROR(Read(pieces[k].first, pieces[k].second, bytes, true));
     } else {
       if (scratch.size() < bytes) scratch.resize(bytes);
-      STOKER_RETURN_IF_ERROR(Read(offsets[k], scratch.data(), bytes, false));
-      for (uint64_t j = k; j < e; ++j) CollateCopy(dsts[j], scratch.data() + (j - k) * n, n);
+      STOKER_RETURN_IF_ERROR(Read(pieces[k].first, scratch.data(), bytes, false));
+      for (uint64_t j = k; j < e; ++j) CollateCopy(pieces[j].second, scratch.data() + (j - k) * n, n);
     }
     k = e;
   }

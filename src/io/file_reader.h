@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/unique_fd.h"
@@ -49,11 +50,12 @@ class FileReader {
   // ReadAt for bytes going into a batch: from a mapping (or memory) with
   // CollateCopy (core/copy.h), not a plain memcpy.
   Status ReadOut(uint64_t offset, void* dst, uint64_t n) const { return Read(offset, dst, n, true); }
-  // ReadOut of `count` pieces of n bytes, piece k at offsets[k] (ascending)
-  // to dsts[k]: a run of adjacent pieces is one pread (into place when its
-  // destinations are adjacent too, else through a per-thread buffer); from
-  // a mapping the file's size is checked once.  At most kRunBytes a read.
-  Status ReadOutPieces(const uint64_t* offsets, uint8_t* const* dsts, uint64_t count, uint64_t n) const;
+  // ReadOut of `count` pieces of n bytes, each an (offset, destination),
+  // offsets ascending: a run of adjacent pieces is one pread (into place
+  // when its destinations are adjacent too, else through a per-thread
+  // buffer); from a mapping the file's size is checked once.  At most
+  // kRunBytes a read.
+  Status ReadOutPieces(const std::pair<uint64_t, uint8_t*>* pieces, uint64_t count, uint64_t n) const;
   static constexpr uint64_t kRunBytes = uint64_t{256} << 10;
   // kMmap only: the mapped bytes [offset, offset+n), or nullptr (another
   // mode, or out of range).

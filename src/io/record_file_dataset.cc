@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -158,27 +157,19 @@ Status RecordFileDataset::Read(uint64_t index, uint8_t* const* dst) {
 
 Status RecordFileDataset::ReadBatch(const uint64_t* indices, uint64_t n, uint8_t* const* dsts) {
   if (n == 1) return Read(indices[0], dsts);
-  struct Scratch {
-    std::vector<std::pair<uint64_t, uint8_t*>> pieces;  // (offset, destination)
-    std::vector<uint64_t> offsets;
-    std::vector<uint8_t*> to;
-  };
-  thread_local Scratch tls;
-  Scratch& sc = tls;
-  sc.pieces.clear();
+  thread_local std::vector<std::pair<uint64_t, uint8_t*>> tls_pieces;
+  std::vector<std::pair<uint64_t, uint8_t*>>& pieces = tls_pieces;  // (offset, destination)
+  pieces.clear();
   bool sorted = true;
   for (uint64_t k = 0; k < n; ++k) {
     if (indices[k] >= count_)
       return Status::InvalidArgument("index " + std::to_string(indices[k]) + " is out of range for " + Describe() +
                                      " (" + std::to_string(count_) + " records)");
     sorted = sorted && (k == 0 || indices[k] >= indices[k - 1]);
-    sc.pieces.emplace_back(data_offset_ + indices[k] * record_bytes_, dsts[k]);
+    pieces.emplace_back(data_offset_ + indices[k] * record_bytes_, dsts[k]);
   }
-  if (!sorted) std::sort(sc.pieces.begin(), sc.pieces.end());
-  sc.offsets.resize(n);
-  sc.to.resize(n);
-  for (uint64_t k = 0; k < n; ++k) std::tie(sc.offsets[k], sc.to[k]) = sc.pieces[k];
-  return file_.ReadOutPieces(sc.offsets.data(), sc.to.data(), n, record_bytes_);
+  if (!sorted) std::sort(pieces.begin(), pieces.end());
+  return file_.ReadOutPieces(pieces.data(), n, record_bytes_);
 }
 
 Result<std::unique_ptr<NpyDirDataset>> NpyDirDataset::Open(const std::string& dir) {

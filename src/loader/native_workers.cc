@@ -161,17 +161,18 @@ void RunNativeWorker(std::shared_ptr<Arena> arena, NativeDataset& dataset, uint3
         for (size_t f = 0; f < nf; ++f) batch_dst[i * nf + f] = layout.Sample(region.value(), f, i);
       failed = dataset.ReadBatch(reinterpret_cast<const uint64_t*>(indices.data()), n, batch_dst.data());
       for (uint64_t i = 0; i < n && failed.ok(); ++i) kept.push_back(i);
-    }
-    for (uint64_t i = 0; i < n && failed.ok() && skip_bad; ++i) {
-      if (bad[i]) continue;
-      for (size_t f = 0; f < nf; ++f) dst[f] = layout.Sample(region.value(), f, i);
-      Status s = dataset.Read(static_cast<uint64_t>(indices[i]), dst.data());
-      if (s.ok()) {
-        kept.push_back(i);
-      } else if (skippable(s)) {
-        dataset.CountSkipped(s);
-      } else {
-        failed = s;
+    } else {  // one by one: a bad sample is left out
+      for (uint64_t i = 0; i < n && failed.ok(); ++i) {
+        if (bad[i]) continue;
+        for (size_t f = 0; f < nf; ++f) dst[f] = layout.Sample(region.value(), f, i);
+        Status s = dataset.Read(static_cast<uint64_t>(indices[i]), dst.data());
+        if (s.ok()) {
+          kept.push_back(i);
+        } else if (skippable(s)) {
+          dataset.CountSkipped(s);
+        } else {
+          failed = s;
+        }
       }
     }
     if (failed.ok() && kept.empty() && t.kind == TaskKind::kIndex)

@@ -22,11 +22,13 @@
 // The forward draw must still make every step below F, but of those steps
 // only what each moves forward matters: position i < F is never read, so
 // step i need not fetch what it takes from i + z, only put position i's
-// content there.  Moves to a place below F are made at once (a twentieth of
-// them at F = 30%); those to a place at or past F are appended, in step
-// order, to one log per span of places, and each span's log is written out
-// at F while the span sits in the cache.  The random swaps of a large array
-// (two cache misses a step) become sequential appends.
+// content there.  Below F the cursor's window of 2^16 places is dense and in
+// the cache: a move inside it is made at once, one to a later window is
+// appended to that window's log, read when the cursor reaches it.  A move
+// to a place at or past F is appended, in step order, to one log per span
+// of places, and each span's log is written out at F while the span sits
+// in the cache.  The random swaps of a large array (two cache misses a
+// step) become sequential appends, and the array below F is never touched.
 #ifndef STOKER_ORDER_TORCH_RANDPERM_H_
 #define STOKER_ORDER_TORCH_RANDPERM_H_
 

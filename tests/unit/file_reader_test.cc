@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "test_files.h"
@@ -58,22 +59,24 @@ TEST(FileReader, PiecesReadTogetherAreThePiecesReadAlone) {
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     for (bool adjacent : {true, false}) {  // destinations side by side (in place) or apart (the buffer)
       std::string out(records.size() * n * 2, '\0');
-      std::vector<uint8_t*> dsts;
+      std::vector<std::pair<uint64_t, uint8_t*>> pieces;
       for (size_t k = 0; k < records.size(); ++k)
-        dsts.push_back(reinterpret_cast<uint8_t*>(out.data()) + (adjacent ? k : records.size() - 1 - k) * n);
-      ASSERT_TRUE(f.value().ReadOutPieces(offsets.data(), dsts.data(), records.size(), n).ok()) << mode;
+        pieces.emplace_back(offsets[k],
+                            reinterpret_cast<uint8_t*>(out.data()) + (adjacent ? k : records.size() - 1 - k) * n);
+      ASSERT_TRUE(f.value().ReadOutPieces(pieces.data(), pieces.size(), n).ok()) << mode;
       for (size_t k = 0; k < records.size(); ++k)
-        ASSERT_EQ(std::string(reinterpret_cast<char*>(dsts[k]), n), data.substr(offsets[k], n))
+        ASSERT_EQ(std::string(reinterpret_cast<char*>(pieces[k].second), n), data.substr(offsets[k], n))
             << mode << " piece " << k << (adjacent ? " in place" : " apart");
     }
     // A piece past the end: the error names the file and the offset.
-    const uint64_t past[2] = {n, data.size() - n / 2};
+    const uint64_t past = data.size() - n / 2;
     std::string out(2 * n, '\0');
-    uint8_t* dsts[2] = {reinterpret_cast<uint8_t*>(out.data()), reinterpret_cast<uint8_t*>(out.data()) + n};
-    Status st = f.value().ReadOutPieces(past, dsts, 2, n);
+    const std::pair<uint64_t, uint8_t*> pieces[2] = {{n, reinterpret_cast<uint8_t*>(out.data())},
+                                                     {past, reinterpret_cast<uint8_t*>(out.data()) + n}};
+    Status st = f.value().ReadOutPieces(pieces, 2, n);
     EXPECT_FALSE(st.ok()) << mode;
     EXPECT_NE(st.message().find(path), std::string::npos) << st.ToString();
-    EXPECT_NE(st.message().find(std::to_string(past[1])), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find(std::to_string(past)), std::string::npos) << st.ToString();
   }
   std::remove(path.c_str());
 }
