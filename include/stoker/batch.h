@@ -36,8 +36,14 @@ struct TensorView {
 struct BatchField {
   std::string name;                 // "" for a dataset of one unnamed field
   bool variable = false;            // true: `items`, one tensor per sample
-  TensorView tensor;                // fixed fields: [batch, *shape]
-  std::vector<TensorView> items;    // variable fields
+  TensorView tensor;                // fixed fields: [batch, *shape]; joined fields: their values
+  std::vector<TensorView> items;    // variable fields (FieldLayout::kEach)
+  // A variable field whose FieldSpec::layout joins its samples (variable
+  // stays false): `tensor` is the values, end to end (kOffsets) or [batch,
+  // L] padded (kPadded), and `index` int64 offsets [batch + 1] or lengths
+  // [batch], in elements.
+  FieldLayout layout = FieldLayout::kEach;
+  TensorView index;
 };
 
 class Batch {

@@ -28,6 +28,17 @@ enum class ElementType : uint8_t {
 // columns).
 enum class FieldLeaf : uint8_t { kTensor = 0, kStr = 1, kBytes = 2 };
 
+// How a batch holds a variable field's samples (a sample alone, with
+// batch_size=None, is its 1-D tensor, str or bytes whatever the layout):
+//   kEach     a list of B values (1-D tensors, or str / bytes by its leaf);
+//   kOffsets  {"values": the B samples' elements end to end, 1-D,
+//              "offsets": int64 [B + 1]}: sample i is
+//              values[offsets[i]:offsets[i + 1]] (str / bytes: uint8);
+//   kPadded   {"values": [B, L], L the batch's longest sample, each row
+//              zero-filled past its sample, "lengths": int64 [B]}.
+// Offsets and lengths count elements, not bytes.
+enum class FieldLayout : uint8_t { kEach = 0, kOffsets = 1, kPadded = 2 };
+
 struct FieldSpec {
   std::string name;            // "" for a dataset whose batch is one tensor
   ElementType dtype = ElementType::kFloat32;
@@ -36,6 +47,7 @@ struct FieldSpec {
   // length SampleBytes() tells; a batch holds a list of them.  shape is {}.
   bool variable = false;
   FieldLeaf leaf = FieldLeaf::kTensor;  // (variable uint8 fields)
+  FieldLayout layout = FieldLayout::kEach;  // (variable fields, in a batch)
   uint64_t bytes() const;      // of one sample (fixed fields)
 };
 

@@ -8,9 +8,11 @@
 //   - a number (int8..uint64, float16/32/64, bool; date, time and
 //     timestamp columns as their int32/int64 values): a scalar field;
 //   - a fixed-size list of numbers: a fixed field of that length;
-//   - a list of numbers: a variable field (a 1-D tensor per row);
+//   - a list of numbers: a variable field (a 1-D tensor per row), whose
+//     batch is values + offsets by default (ParquetOptions::lists);
 //   - a string or binary value: a variable uint8 field whose batch is a
-//     list of str (FieldLeaf::kStr) or bytes (kBytes);
+//     list of str (FieldLeaf::kStr) or bytes (kBytes) by default, or its
+//     bytes + offsets (ParquetOptions::strings);
 //   - a dictionary-encoded column: its values, decoded.
 // A null is an error naming the file, row group, column and row, unless
 // null_mask is set: then each nullable column gets a bool field
@@ -48,6 +50,10 @@ struct ParquetOptions {
   uint32_t window = 32;              // row groups read together in a shuffled epoch; 0: a global shuffle
                                      // (each row through its pages: the files need a page index)
   bool null_mask = false;            // nulls: an error (false), or "<column>.valid" fields
+  // How a batch holds list columns, and string and binary ones
+  // (FieldLayout, include/stoker/native_dataset.h).
+  FieldLayout lists = FieldLayout::kOffsets;
+  FieldLayout strings = FieldLayout::kEach;
   uint64_t cache_bytes = 0;          // decoded row groups kept; 0: the window's largest, and 64 MiB more
   StoreOptions store;                // remote files
 };

@@ -33,8 +33,15 @@ PYBIND11_MODULE(_stoker_parquet, m) {
   py::class_<ParquetDataset, NativeDataset, std::shared_ptr<ParquetDataset>>(m, "ParquetDataset")
       .def_static("open", [](const std::vector<std::string>& paths, const std::vector<std::string>& columns,
                              uint32_t window, bool null_mask, uint64_t cache_bytes,
-                             const std::map<std::string, std::string>& storage_options) {
-             ParquetOptions o{columns, window, null_mask, cache_bytes, StoreOptions{}};
+                             const std::map<std::string, std::string>& storage_options, const std::string& lists,
+                             const std::string& strings) {
+             ParquetOptions o;
+             o.columns = columns, o.window = window, o.null_mask = null_mask, o.cache_bytes = cache_bytes;
+             // (stoker.parquet checked the names: "each", "offsets" or "padded")
+             auto layout = [](const std::string& s) {
+               return s == "offsets" ? FieldLayout::kOffsets : s == "padded" ? FieldLayout::kPadded : FieldLayout::kEach;
+             };
+             o.lists = layout(lists), o.strings = layout(strings);
              o.store.s3 = glue::S3FromMap(storage_options);
              for (const std::string& p : paths) Check(glue::LoadRemoteStoresFor(p));
              Result<std::unique_ptr<ParquetDataset>> r = [&] {

@@ -49,16 +49,27 @@ def _files(paths) -> list:
     return remote or _paths(paths, "ParquetDataset", in_dir=(".parquet", ".pq"))
 
 
+_LISTS = {"offsets": "offsets", "padded": "padded", "tensors": "each"}
+_STRINGS = {"objects": "each", "offsets": "offsets", "padded": "padded"}
+
+
 class ParquetDataset(NativeDataset):
     """ParquetDataset(paths, columns=None, shuffle_window=32, null_mask=False,
-    cache_bytes=None): the rows of Parquet files, a field per column.
+    cache_bytes=None, lists="offsets", strings="objects"): the rows of
+    Parquet files, a field per column.
 
     paths: a file, a directory (its *.parquet files), a glob, or a list of
     them; every file must have the columns read, of the same types.
     columns: the columns to read (None: all of the first file's).  A number
-    column is a tensor [B]; a fixed-size list of numbers [B, n]; a list of
-    numbers a list of 1-D tensors; a string column a list of str, a binary
-    one a list of bytes; dictionary-encoded columns are decoded.
+    column is a tensor [B]; a fixed-size list of numbers [B, n]; a string
+    column a list of str, a binary one a list of bytes; dictionary-encoded
+    columns are decoded.  A list of numbers is, in a batch, by `lists`:
+    "offsets" {"values": the rows' elements end to end, "offsets": int64
+    [B + 1]}, row i being values[offsets[i]:offsets[i + 1]]; "padded"
+    {"values": [B, L] zero-filled, L the batch's longest row, "lengths":
+    int64 [B]}; "tensors" a list of B 1-D tensors.  `strings` does the same
+    for string and binary columns: "objects" (str / bytes), "offsets" or
+    "padded" (their bytes, uint8: no Python object per row).
     A null is an error naming the file, row group, column and row; with
     null_mask=True it reads as zeros (an empty value) and each nullable
     column gets a bool field "<column>.valid".
@@ -72,7 +83,13 @@ class ParquetDataset(NativeDataset):
 
     def __init__(self, paths, columns: Optional[Sequence[str]] = None, shuffle_window: int = 32,
                  null_mask: bool = False, cache_bytes: Optional[int] = None,
-                 storage_options: Optional[Mapping[str, str]] = None):
+                 storage_options: Optional[Mapping[str, str]] = None, lists: str = "offsets",
+                 strings: str = "objects"):
+        if lists not in _LISTS:
+            raise ValueError(f"ParquetDataset: lists should be one of {', '.join(map(repr, _LISTS))}, got {lists!r}")
+        if strings not in _STRINGS:
+            raise ValueError(f"ParquetDataset: strings should be one of {', '.join(map(repr, _STRINGS))}, "
+                             f"got {strings!r}")
         if shuffle_window != "global" and (not isinstance(shuffle_window, int) or isinstance(shuffle_window, bool)
                                            or shuffle_window < 1):
             raise ValueError(f"ParquetDataset: shuffle_window should be an int >= 1 or 'global', got {shuffle_window!r}")
@@ -84,9 +101,10 @@ class ParquetDataset(NativeDataset):
         cols = [str(c) for c in columns] if columns is not None else []
         opts = _storage_options(storage_options, "ParquetDataset")
         self._args = (files, None if columns is None else cols, shuffle_window, bool(null_mask), cache_bytes,
-                      storage_options)
+                      storage_options, lists, strings)
         self._native = _module().ParquetDataset.open(files, cols, 0 if shuffle_window == "global" else shuffle_window,
-                                                     bool(null_mask), cache_bytes or 0, opts)
+                                                     bool(null_mask), cache_bytes or 0, opts, _LISTS[lists],
+                                                     _STRINGS[strings])
         self._leaves = list(self._native.leaves)
         self._auto_cache = cache_bytes is None
 

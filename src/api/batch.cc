@@ -1,5 +1,6 @@
 #include "api/batch_impl.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "shm/batch_format.h"
@@ -30,6 +31,26 @@ Status ReadField(TreeReader& r, const uint8_t* data, uint64_t used, BatchField* 
   uint8_t tag;
   if (!r.Get(&tag)) return Bad("field tag");
   if (tag == static_cast<uint8_t>(Tag::kTensor)) return ReadTensor(r, data, used, &f->tensor);
+  if (tag == static_cast<uint8_t>(Tag::kDict)) {  // a joined field: {"values": ..., "offsets" or "lengths": ...}
+    uint32_t n, len;
+    const uint8_t* key;
+    if (!r.Get(&n) || n != 2) return Bad("joined field");
+    for (uint32_t i = 0; i < n; ++i) {
+      if (!r.Get(&tag) || tag != static_cast<uint8_t>(Tag::kStr) || !r.Get(&len) || !r.GetBytes(len, &key))
+        return Bad("joined field key");
+      const std::string_view k(reinterpret_cast<const char*>(key), len);
+      if (!r.Get(&tag) || tag != static_cast<uint8_t>(Tag::kTensor)) return Bad("joined field part");
+      if (k == "values") {
+        STOKER_RETURN_IF_ERROR(ReadTensor(r, data, used, &f->tensor));
+      } else if (k == "offsets" || k == "lengths") {
+        f->layout = k == "offsets" ? FieldLayout::kOffsets : FieldLayout::kPadded;
+        STOKER_RETURN_IF_ERROR(ReadTensor(r, data, used, &f->index));
+      } else {
+        return Bad("joined field key");
+      }
+    }
+    return f->layout == FieldLayout::kEach ? Bad("joined field") : Status::OK();
+  }
   if (tag != static_cast<uint8_t>(Tag::kList)) return Bad("field kind");
   uint32_t n;
   if (!r.Get(&n)) return Bad("list length");
@@ -93,6 +114,10 @@ Status ParseNativeBatch(const uint8_t* data, uint64_t used, Batch::Impl* impl, c
     if (f.variable) {
       impl->size = f.items.size();
       for (const TensorView& t : f.items) impl->nbytes += t.nbytes;
+    } else if (f.layout != FieldLayout::kEach) {
+      const int64_t n = f.index.shape.empty() ? 0 : f.index.shape[0];
+      impl->size = static_cast<uint64_t>(f.layout == FieldLayout::kOffsets ? std::max<int64_t>(n - 1, 0) : n);
+      impl->nbytes += f.tensor.nbytes;
     } else {
       impl->size = f.tensor.shape.empty() ? 1 : static_cast<uint64_t>(f.tensor.shape[0]);
       impl->nbytes += f.tensor.nbytes;

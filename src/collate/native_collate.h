@@ -3,7 +3,9 @@
 //   - a fixed field is one tensor [n, *shape] (without the n for an unbatched
 //     sample, batch_size=None);
 //   - a variable field is a list of n 1-D tensors, each its own length (a
-//     str or bytes field's: a list of str or bytes made from the leaves);
+//     str or bytes field's: a list of str or bytes made from the leaves),
+//     or by its FieldLayout values + offsets, or padded values + lengths
+//     (a dict of the two tensors; include/stoker/native_dataset.h);
 //   - one unnamed field is the batch itself, else a dict by field name, or
 //     for a dataset of tuples a list of the fields (a tuple unbatched).
 // The header is written last (WriteHeader), when it is known which samples
@@ -39,11 +41,20 @@ class NativeCollate {
 
  private:
   void BuildTree(TreeWriter* tree, const std::vector<uint64_t>* kept) const;
+  // Whether field f is laid out as values + offsets or padded (batched).
+  bool Joined(size_t f) const {
+    return batched_ && fields_[f].variable && fields_[f].layout != FieldLayout::kEach;
+  }
+  // A joined field's samples kept, moved to their places (end to end, or
+  // a row each), and its offsets or lengths written.
+  void Join(uint8_t* region, size_t f, const std::vector<uint64_t>* kept) const;
   std::vector<FieldSpec> fields_;
   uint64_t n_;
   bool batched_, dict_, tuple_;
-  std::vector<uint64_t> offsets_;                   // fixed fields
+  std::vector<uint64_t> offsets_;                   // fixed fields; joined fields' values
   std::vector<std::vector<uint64_t>> var_offsets_;  // variable fields, per sample
+  std::vector<uint64_t> index_;                     // joined fields: their offsets or lengths
+  std::vector<uint64_t> row_;                       // padded fields: bytes of a row
   std::vector<uint64_t> sample_bytes_;              // n x fields
   uint64_t total_ = 0;
 };

@@ -13,7 +13,7 @@ bool SameFields(const std::vector<FieldSpec>& a, const std::vector<FieldSpec>& b
   if (a.size() != b.size()) return false;
   for (size_t f = 0; f < a.size(); ++f)
     if (a[f].name != b[f].name || a[f].dtype != b[f].dtype || a[f].shape != b[f].shape ||
-        a[f].variable != b[f].variable)
+        a[f].variable != b[f].variable || a[f].leaf != b[f].leaf || a[f].layout != b[f].layout)
       return false;
   return true;
 }

@@ -323,6 +323,7 @@ Result<std::unique_ptr<ParquetDataset>> ParquetDataset::Open(const std::vector<s
         STOKER_ASSIGN_OR_RETURN(ParquetColumn col, ParquetColumn::Make(name, fld->type()));
         m->field_of.push_back(static_cast<int>(m->fields.size()));
         m->fields.push_back(col.field());
+        if (col.variable()) m->fields.back().layout = col.field().leaf == FieldLeaf::kTensor ? o.lists : o.strings;
         if (o.null_mask && fld->nullable()) {
           m->mask_of.push_back(static_cast<int>(m->fields.size()));
           m->fields.push_back(FieldSpec{name + ".valid", ElementType::kBool, {}, false});

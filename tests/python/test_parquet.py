@@ -54,9 +54,32 @@ def expected(t, i):
     return row
 
 
+def batch_rows(b: dict) -> list:
+    """A batch's rows, a dict each, whatever the layout of its lists and
+    strings (values + offsets, and padded values + lengths, split back)."""
+    n = len(b["id"])
+    cols = {}
+    for k, v in b.items():
+        if isinstance(v, dict) and "offsets" in v:
+            o = v["offsets"].tolist()
+            assert v["offsets"].dtype == torch.int64 and len(o) == n + 1 and o[0] == 0 and o[-1] == len(v["values"])
+            cols[k] = [v["values"][o[j]:o[j + 1]] for j in range(n)]
+        elif isinstance(v, dict):
+            lengths = v["lengths"].tolist()
+            assert v["lengths"].dtype == torch.int64 and tuple(v["values"].shape) == (n, max(lengths, default=0))
+            assert all(not v["values"][j, m:].any() for j, m in enumerate(lengths)), f"{k}: zeros past a row"
+            cols[k] = [v["values"][j, :m] for j, m in enumerate(lengths)]
+        else:
+            cols[k] = v
+    return [{k: c[j] for k, c in cols.items()} for j in range(n)]
+
+
 def check_row(got: dict, want: dict):
     for k, v in want.items():
         g = got[k]
+        if k in ("text", "img", "cat") and isinstance(g, torch.Tensor):  # (strings="offsets" or "padded")
+            assert g.dtype == torch.uint8, k
+            g = bytes(g.numpy()).decode() if isinstance(v, str) else bytes(g.numpy())
         if k == "emb":
             assert np.array_equal(np.asarray(g, dtype=np.float32), np.asarray(v, dtype=np.float32)), k
         elif k == "toks":
@@ -79,20 +102,49 @@ def test_every_column_kind_reads_as_pyarrow_reads_it(files):
         check_row(ds[i], expected(t, i % N_ROWS))
 
 
-def test_a_loaders_batches_hold_every_value_str_bytes_and_lists_included(files):
+@pytest.mark.parametrize("lists,strings", [("offsets", "objects"), ("padded", "offsets"), ("tensors", "padded")])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_loaders_batches_hold_every_value_str_bytes_and_lists_included(files, lists, strings, shuffle):
     d, t = files
     rows = t.to_pylist()
-    loader = stoker.DataLoader(stoker.io.ParquetDataset(d), batch_size=50, num_workers=2)
+    ds = stoker.io.ParquetDataset(d, lists=lists, strings=strings)
+    loader = stoker.DataLoader(ds, batch_size=50, num_workers=2, shuffle=shuffle, seed=5)
     seen = []
     for b in loader:
         assert b["emb"].shape[1:] == (16,) and b["emb"].dtype == torch.float32
         assert b["u16"].dtype == torch.uint16 and b["half"].dtype == torch.float16 and b["flag"].dtype == torch.bool
-        assert isinstance(b["text"], list) and isinstance(b["img"][0], bytes) and isinstance(b["cat"][0], str)
-        for k, i in enumerate(b["id"].tolist()):
-            want = dict(rows[i], day=i)
-            check_row({name: (v[k]) for name, v in b.items()}, want)
+        if lists == "tensors":
+            assert isinstance(b["toks"], list) and b["toks"][0].dtype == torch.int64
+        else:
+            assert set(b["toks"]) == {"values", "offsets" if lists == "offsets" else "lengths"}
+            assert b["toks"]["values"].dtype == torch.int64
+        if strings == "objects":
+            assert isinstance(b["text"], list) and isinstance(b["img"][0], bytes) and isinstance(b["cat"][0], str)
+        else:
+            assert all(b[c]["values"].dtype == torch.uint8 for c in ("text", "img", "cat"))
+        for k, (i, got) in enumerate(zip(b["id"].tolist(), batch_rows(b))):
+            check_row(got, dict(rows[i], day=i))
         seen += b["id"].tolist()
-    assert seen == list(range(N_ROWS)), "in order without shuffle"
+    if shuffle:
+        assert sorted(seen) == list(range(N_ROWS)) and seen != list(range(N_ROWS))
+    else:
+        assert seen == list(range(N_ROWS)), "in order without shuffle"
+
+
+def test_layouts_are_checked_and_a_mix_of_sources_with_other_layouts_is_refused(files):
+    d, _t = files
+    with pytest.raises(ValueError, match="lists should be one of 'offsets', 'padded', 'tensors', got 'flat'"):
+        stoker.io.ParquetDataset(d, lists="flat")
+    with pytest.raises(ValueError, match="strings should be one of 'objects', 'offsets', 'padded', got 'bytes'"):
+        stoker.io.ParquetDataset(d, strings="bytes")
+    # One row alone (ds[i], batch_size=None) is its value whatever the layout.
+    ds = stoker.io.ParquetDataset(d, lists="padded", strings="offsets")
+    assert ds[5]["text"] == "línea 5 ✓ línea 5 ✓ " and ds[5]["toks"].tolist() == [5, 6, 7, 8, 9]
+    one = next(iter(stoker.DataLoader(ds, batch_size=None)))
+    assert one["toks"].tolist() == [] and one["text"] == ""
+    a, b = (stoker.io.ParquetDataset(d / "a.parquet", strings=s) for s in ("objects", "offsets"))
+    with pytest.raises(Exception, match="source 1 .* has other fields than source 0"):
+        next(iter(stoker.DataLoader(stoker.Mix([a, b], [1, 1]), batch_size=10)))
 
 
 @pytest.mark.parametrize("columns", [["id", "emb"], ["id", "emb", "text"]])

@@ -145,7 +145,7 @@ def test_a_state_of_a_mix_with_other_row_groups_or_windows_is_refused_mid_epoch(
 def test_a_global_shuffle_reads_each_row_through_its_pages(tmp_path):
     # Files with a page index and small pages; every kind of column, nulls
     # masked; the order a shuffle of every row (not windows of row groups).
-    from test_parquet import check_row, expected, table
+    from test_parquet import batch_rows, check_row, expected, table
     t = table(1200)
     pq.write_table(t.slice(0, 700), tmp_path / "a.parquet", row_group_size=350, write_page_index=True,
                    data_page_size=2048, compression="zstd")
@@ -155,10 +155,10 @@ def test_a_global_shuffle_reads_each_row_through_its_pages(tmp_path):
     loader = stoker.DataLoader(ds, batch_size=50, shuffle=True, num_workers=2, seed=4)
     got = []
     for b in loader:
-        for j, i in enumerate(b["id"].tolist()):
+        for i, row in zip(b["id"].tolist(), batch_rows(b)):
             got.append(i)
             if i % 97 == 0:
-                check_row({k: (v[j] if not isinstance(v, list) else v[j]) for k, v in b.items()}, expected(t, i))
+                check_row(row, expected(t, i))
     assert sorted(got) == list(range(1200))
     # Not windows of row groups: the first 100 rows come from every row group.
     groups = [0, 350, 700, 950, 1200]

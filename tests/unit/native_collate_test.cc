@@ -105,5 +105,87 @@ TEST(NativeCollate, StrSamplesAreByteViewsInTheCppBatch) {
   EXPECT_EQ(impl.size, 3u);
 }
 
+// A joined field (values + offsets, or padded + lengths), read by the C++
+// API's batch: every kept sample's elements, in order, after samples left
+// out; a padded row zero past its sample although the region held other
+// bytes; the batch's size from the offsets (or lengths), not the values.
+TEST(NativeCollate, JoinedFieldsHoldTheKeptSamplesAndTheirOffsetsOrLengths) {
+  const std::vector<std::vector<int32_t>> rows = {{1, 2, 3}, {}, {4}, {5, 6, 7, 8, 9}, {10, 11}};
+  const uint64_t n = rows.size();
+  for (FieldLayout layout : {FieldLayout::kOffsets, FieldLayout::kPadded}) {
+    for (bool skip : {false, true}) {
+      SCOPED_TRACE(std::to_string(static_cast<int>(layout)) + (skip ? " skip" : ""));
+      FieldSpec v{"v", ElementType::kInt32, {}, true};
+      v.layout = layout;
+      FieldSpec id{"id", ElementType::kInt64, {}};
+      std::vector<uint64_t> sizes;
+      for (const auto& r : rows) sizes.push_back(r.size() * 4), sizes.push_back(8);
+      NativeCollate c({v, id}, n, true, &sizes);
+      std::vector<uint8_t> region(c.total_bytes(), 0xAB);  // (a slot's memory holds earlier batches)
+      for (uint64_t i = 0; i < n; ++i) {
+        std::memcpy(c.Sample(region.data(), 0, i), rows[i].data(), rows[i].size() * 4);
+        const int64_t k = static_cast<int64_t>(i);
+        std::memcpy(c.Sample(region.data(), 1, i), &k, 8);
+      }
+      if (layout == FieldLayout::kOffsets)  // end to end, in place
+        EXPECT_EQ(c.Sample(region.data(), 0, 3) - c.Sample(region.data(), 0, 0), 4 * 4);
+      const std::vector<uint64_t> kept = {0, 2, 3};
+      c.WriteHeader(region.data(), skip ? &kept : nullptr);
+      Batch::Impl impl;
+      ASSERT_TRUE(ParseNativeBatch(region.data(), region.size(), &impl, nullptr).ok());
+      ASSERT_EQ(impl.fields.size(), 2u);
+      const BatchField& f = impl.fields[0];
+      EXPECT_EQ(f.name, "v");
+      EXPECT_FALSE(f.variable);
+      ASSERT_EQ(f.layout, layout);
+      const std::vector<uint64_t> want = skip ? kept : std::vector<uint64_t>{0, 1, 2, 3, 4};
+      EXPECT_EQ(impl.size, want.size());
+      const int64_t* index = f.index.as<int64_t>();
+      const int32_t* values = f.tensor.as<int32_t>();
+      ASSERT_TRUE(index && values);
+      EXPECT_EQ(f.tensor.dtype, ElementType::kInt32);
+      if (layout == FieldLayout::kOffsets) {
+        ASSERT_EQ(f.index.shape, std::vector<int64_t>{static_cast<int64_t>(want.size() + 1)});
+        int64_t total = 0;
+        for (uint64_t j = 0; j < want.size(); ++j) {
+          EXPECT_EQ(index[j], total);
+          EXPECT_EQ(std::vector<int32_t>(values + index[j], values + index[j] + rows[want[j]].size()), rows[want[j]]);
+          total += static_cast<int64_t>(rows[want[j]].size());
+        }
+        EXPECT_EQ(index[want.size()], total);
+        EXPECT_EQ(f.tensor.shape, std::vector<int64_t>{total});
+      } else {
+        ASSERT_EQ(f.tensor.shape, (std::vector<int64_t>{static_cast<int64_t>(want.size()), 5}));
+        ASSERT_EQ(f.index.shape, std::vector<int64_t>{static_cast<int64_t>(want.size())});
+        for (uint64_t j = 0; j < want.size(); ++j) {
+          std::vector<int32_t> row(values + j * 5, values + j * 5 + 5), expect = rows[want[j]];
+          expect.resize(5, 0);
+          EXPECT_EQ(row, expect) << "row " << j;
+          EXPECT_EQ(index[j], static_cast<int64_t>(rows[want[j]].size()));
+        }
+      }
+      const int64_t* ids = impl.fields[1].tensor.as<int64_t>();
+      for (uint64_t j = 0; j < want.size(); ++j) EXPECT_EQ(ids[j], static_cast<int64_t>(want[j]));
+    }
+  }
+}
+
+// A joined field's layout applies to batches: one sample alone
+// (batch_size=None) is its 1-D tensor, as before.
+TEST(NativeCollate, AJoinedFieldsSampleAloneIsItsTensor) {
+  FieldSpec v{"v", ElementType::kFloat32, {}, true};
+  v.layout = FieldLayout::kOffsets;
+  std::vector<uint64_t> sizes = {12};
+  NativeCollate c({v}, 1, false, &sizes);
+  std::vector<uint8_t> region(c.total_bytes());
+  c.WriteHeader(region.data());
+  Batch::Impl impl;
+  ASSERT_TRUE(ParseNativeBatch(region.data(), region.size(), &impl, nullptr).ok());
+  ASSERT_EQ(impl.fields.size(), 1u);
+  EXPECT_EQ(impl.fields[0].layout, FieldLayout::kEach);
+  ASSERT_EQ(impl.fields[0].items.size(), 0u);
+  EXPECT_EQ(impl.fields[0].tensor.shape, std::vector<int64_t>{3});
+}
+
 }  // namespace
 }  // namespace stoker
