@@ -5,9 +5,11 @@ read_row_group, in the same run, on files this script writes.
 Columns as issue 51 lists them: id int64, label int32, emb
 fixed_size_list<float32>[256], text (~200 B), img binary (1-4 KB).  Every
 loader turns each batch into what a training loop takes: tensors for the
-numbers, lists of str and bytes for text and img.  Rows/s, warm page cache.
+numbers, lists of str and bytes for text and img (or, with --strings
+offsets, their bytes + offsets as tensors).  Rows/s, warm page cache.
 
     python bench/parquet.py --files 8 --groups 8 --rows 2048 [--cold] [--max-memory BYTES] [--mix W]
+                            [--strings offsets]
 
 --mix W adds a stoker.Mix of the files, each file a ParquetDataset source
 (shuffle_window=W) weighted by its rows, shuffled: each source by windows of
@@ -68,12 +70,26 @@ def prepared(d: str, files: int, groups: int, rows: int) -> int:
     return n
 
 
+STRINGS = "objects"  # --strings: text and img as lists of str and bytes, or as bytes + offsets
+
+
+def bytes_offsets(a) -> dict:
+    """A string or binary Arrow array as {"values", "offsets"} tensors over
+    its own buffers (no copy; the offsets Arrow's int32, into its buffer)."""
+    _valid, offsets, values = a.buffers()
+    o = np.frombuffer(offsets, np.int32)[a.offset:a.offset + len(a) + 1]
+    return {"values": torch.frombuffer(values, dtype=torch.uint8) if values is not None and values.size
+            else torch.empty(0, dtype=torch.uint8), "offsets": torch.from_numpy(o)}
+
+
 def to_torch(rb) -> dict:
     emb = rb.column("emb")  # (from_numpy of Arrow's read-only buffers: no copy)
-    return {"id": torch.from_numpy(rb.column("id").to_numpy()),
-            "label": torch.from_numpy(rb.column("label").to_numpy()),
-            "emb": torch.from_numpy(emb.flatten().to_numpy().reshape(len(rb), 256)),
-            "text": rb.column("text").to_pylist(), "img": rb.column("img").to_pylist()}
+    out = {"id": torch.from_numpy(rb.column("id").to_numpy()),
+           "label": torch.from_numpy(rb.column("label").to_numpy()),
+           "emb": torch.from_numpy(emb.flatten().to_numpy().reshape(len(rb), 256))}
+    for c in ("text", "img"):
+        out[c] = rb.column(c).to_pylist() if STRINGS == "objects" else bytes_offsets(rb.column(c))
+    return out
 
 
 class RowGroups(torch.utils.data.Dataset):
@@ -134,14 +150,20 @@ def main():
                          "minutes to write)")
     ap.add_argument("--mix", type=int, default=0, metavar="W",
                     help="also a shuffled stoker.Mix of the files as sources, each with shuffle_window=W")
+    ap.add_argument("--strings", choices=["objects", "offsets"], default="objects",
+                    help="text and img as lists of str and bytes (objects), or as uint8 bytes + offsets tensors in "
+                         "every loader (stoker's strings='offsets'; pyarrow's and torch's over Arrow's buffers)")
     a = ap.parse_args()
+    global STRINGS
+    STRINGS = a.strings
+    pds = lambda p, **kw: stoker.io.ParquetDataset(p, strings=a.strings, **kw)  # noqa: E731
     with (contextlib.nullcontext(a.data) if a.data else
           tempfile.TemporaryDirectory(dir=os.environ.get("STOKER_BENCH_DIR"))) as d:
         n = prepared(d, a.files, a.groups, a.rows)
         paths = sorted(os.path.join(d, f) for f in os.listdir(d))
         size = sum(os.path.getsize(p) for p in paths)
         print(f"{a.files} files x {a.groups} row groups x {a.rows} rows = {n} rows, {size / 2**20:.0f} MiB (zstd), "
-              f"{'cold' if a.cold else 'warm'} page cache")
+              f"{'cold' if a.cold else 'warm'} page cache, strings as {a.strings}")
         # (a new dataset for each run: nothing decoded by an earlier run is kept)
         runs = {
             "pyarrow to_batches(use_threads=True) + from_numpy":
@@ -149,16 +171,16 @@ def main():
             "torch DataLoader over read_row_group (2 workers)":
                 lambda: torch.utils.data.DataLoader(RowGroups(paths), batch_size=None, num_workers=2),
             "stoker ParquetDataset, sequential (2 threads)":
-                lambda: stoker.DataLoader(stoker.io.ParquetDataset(paths), batch_size=a.batch, num_workers=2,
+                lambda: stoker.DataLoader(pds(paths), batch_size=a.batch, num_workers=2,
                                           max_memory=a.max_memory),
             "stoker ParquetDataset, shuffled (window 32)":
-                lambda: stoker.DataLoader(stoker.io.ParquetDataset(paths), batch_size=a.batch, num_workers=2,
+                lambda: stoker.DataLoader(pds(paths), batch_size=a.batch, num_workers=2,
                                           shuffle=True, max_memory=a.max_memory),
         }
         mix_parts = []
         if a.mix:
             def mixed():
-                parts = [stoker.io.ParquetDataset(p, shuffle_window=a.mix) for p in paths]
+                parts = [pds(p, shuffle_window=a.mix) for p in paths]
                 mix_parts[:] = parts
                 mix = stoker.Mix(parts, [len(x) for x in parts], seed=1)
                 return stoker.DataLoader(mix, batch_size=a.batch, num_workers=2, shuffle=True,

@@ -131,6 +131,33 @@ def test_a_loaders_batches_hold_every_value_str_bytes_and_lists_included(files, 
         assert seen == list(range(N_ROWS)), "in order without shuffle"
 
 
+def test_row_groups_of_many_decode_chunks_read_every_value(tmp_path):
+    # A row group is decoded in chunks of 2,048 rows (parquet_dataset.cc's
+    # kChunkRows): rows 2,047 and 2,048 lie in two chunks, and the last
+    # chunk of a row group is shorter.  Every kind of column, nulls masked.
+    n = 6100
+    t = table(n, seed=3)
+    t = t.set_column(t.column_names.index("text"), "text",
+                     pa.array([None if i % 11 == 0 else f"t{i}" for i in range(n)]))
+    pq.write_table(t, tmp_path / "big.parquet", row_group_size=5000, compression="zstd")
+    rows = t.to_pylist()
+    ds = stoker.io.ParquetDataset(tmp_path / "big.parquet", null_mask=True, lists="padded")
+    assert ds.row_groups == [(0, 5000), (5000, 1100)]
+    for i in (0, 2047, 2048, 4095, 4096, 4999, 5000, 6099):
+        got = ds[i]
+        assert bool(got["text.valid"]) == (i % 11 != 0)
+        check_row(got, dict(rows[i], day=i, text=got["text"] if i % 11 == 0 else rows[i]["text"]))
+    for shuffle in (False, True):
+        seen = []
+        for b in stoker.DataLoader(ds, batch_size=300, shuffle=shuffle, num_workers=2, seed=1):
+            for i, got in zip(b["id"].tolist(), batch_rows(b)):
+                assert bool(got["text.valid"]) == (i % 11 != 0)
+                want = dict(rows[i], day=i, text="" if i % 11 == 0 else rows[i]["text"])
+                check_row({k: v for k, v in got.items() if not k.endswith(".valid")}, want)
+                seen.append(i)
+        assert sorted(seen) == list(range(n))
+
+
 def test_layouts_are_checked_and_a_mix_of_sources_with_other_layouts_is_refused(files):
     d, _t = files
     with pytest.raises(ValueError, match="lists should be one of 'offsets', 'padded', 'tensors', got 'flat'"):
@@ -147,17 +174,19 @@ def test_layouts_are_checked_and_a_mix_of_sources_with_other_layouts_is_refused(
         next(iter(stoker.DataLoader(stoker.Mix([a, b], [1, 1]), batch_size=10)))
 
 
-@pytest.mark.parametrize("columns", [["id", "emb"], ["id", "emb", "text"]])
-def test_a_cache_of_a_window_decodes_each_row_group_once_across_window_boundaries(tmp_path, columns):
+@pytest.mark.parametrize("columns,rows,batch", [(["id", "emb"], 256, 48), (["id", "emb", "text"], 256, 48),
+                                                (["id", "emb", "text"], 1024, 16)])
+def test_a_cache_of_a_window_decodes_each_row_group_once_across_window_boundaries(tmp_path, columns, rows, batch):
     # A cache of a window and 2 row groups, as the default is (without its
     # 64 MiB of slack).  Readers begin the next window while the last rows
     # of this one are still being read: they wait for those rows rather than
     # drop row groups not finished (which decoded ~19% of row groups twice
-    # at issue 51's full size).  Batches of 48 straddle the windows of 1,024
-    # rows; with a string column a batch's sizes are read before its rows,
+    # at issue 51's full size).  Batches straddle the windows of 4 row
+    # groups; with a string column a batch's sizes are read before its rows,
     # and each row is taken out of its row group then (else a batch across
-    # two windows needs both decoded at once: 25-33 decodes of 16 here).
-    n, rows = 16 * 256, 256
+    # two windows needs both decoded at once: 25-33 decodes of 16 here, 31
+    # with row groups of 1,024 rows and batches of 16).
+    n = 16 * rows
     emb = pa.FixedSizeListArray.from_arrays(pa.array(np.random.default_rng(0).standard_normal(n * 64).astype(np.float32)), 64)
     t = pa.table({"id": np.arange(n, dtype=np.int64), "emb": emb, "text": [f"row {i} " * (i % 7) for i in range(n)]})
     for f in range(2):
@@ -170,7 +199,7 @@ def test_a_cache_of_a_window_decodes_each_row_group_once_across_window_boundarie
     assert len(ds.row_groups) == 16
     before = 0
     for epoch in range(3):
-        loader = stoker.DataLoader(ds, batch_size=48, shuffle=True, num_workers=2, seed=3)
+        loader = stoker.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=2, seed=3)
         loader.set_epoch(epoch)
         got = []
         for b in loader:
