@@ -122,7 +122,7 @@ def test_a_loaders_batches_hold_every_value_str_bytes_and_lists_included(files, 
             assert isinstance(b["text"], list) and isinstance(b["img"][0], bytes) and isinstance(b["cat"][0], str)
         else:
             assert all(b[c]["values"].dtype == torch.uint8 for c in ("text", "img", "cat"))
-        for k, (i, got) in enumerate(zip(b["id"].tolist(), batch_rows(b))):
+        for i, got in zip(b["id"].tolist(), batch_rows(b)):
             check_row(got, dict(rows[i], day=i))
         seen += b["id"].tolist()
     if shuffle:
