@@ -32,7 +32,7 @@ NativeCollate::NativeCollate(const std::vector<FieldSpec>& fields, uint64_t n, b
       // Read in place: end to end (values + offsets), or a row each of the
       // longest sample's bytes (padded); the offsets or lengths after them.
       const bool padded = fields_[f].layout == FieldLayout::kPadded;
-      for (uint64_t i = 0; i < n; ++i) row_[f] = std::max(row_[f], sample_bytes_[i * nf + f]);
+      for (uint64_t i = 0; i < n && padded; ++i) row_[f] = std::max(row_[f], sample_bytes_[i * nf + f]);
       offsets_[f] = at;
       for (uint64_t i = 0; i < n; ++i) {
         var_offsets_[f].push_back(at);

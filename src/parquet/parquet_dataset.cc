@@ -70,11 +70,11 @@ parquet::ArrowReaderProperties ReaderProperties() {
 // r % kChunkRows of chunk r / kChunkRows.
 bool InChunks(const arrow::Table& t) {
   for (const auto& col : t.columns()) {
-    const int n = col->num_chunks();
-    if (n == 0 && col->length() == 0) continue;  // (a row group of no rows)
-    if (n == 0 || col->length() > n * kChunkRows || (n > 1 && col->length() <= (n - 1) * kChunkRows)) return false;
-    for (int k = 0; k + 1 < n; ++k)
-      if (col->chunk(k)->length() != kChunkRows) return false;
+    const int n = col->num_chunks();  // (none: a row group of no rows)
+    for (int k = 0; k < n; ++k) {
+      const int64_t rows = col->chunk(k)->length();
+      if (k + 1 < n ? rows != kChunkRows : rows > kChunkRows || (rows == 0 && n > 1)) return false;
+    }
   }
   return true;
 }
@@ -248,11 +248,8 @@ struct ParquetDataset::Impl {
     try {
       auto batches = r->GetRecordBatchReader({static_cast<int>(group_local[g])}, f.leaves);
       auto got = batches.ok() ? (*batches)->ToTable() : batches.status();
-      if (got.ok() && (*got)->num_columns() > 0 && !InChunks(**got)) {  // (not expected: made one chunk then)
-        auto one = (*got)->CombineChunks();
-        got = one.ok() && InChunks(**one) ? *one : arrow::Result<std::shared_ptr<arrow::Table>>(
-            arrow::Status::Invalid("chunks of other sizes than ", kChunkRows, " rows"));
-      }
+      if (got.ok() && !InChunks(**got))  // (Arrow's batches are batch_size rows but the last: not expected)
+        got = arrow::Status::Invalid("decoded in batches of other sizes than ", kChunkRows, " rows");
       if (got.ok()) t = *got;
       else st = FromArrow(got.status(), Where(g));
     } catch (const std::exception& e) {

@@ -38,8 +38,9 @@ namespace stoker {
 class RowGroupCache {
  public:
   using Table = std::shared_ptr<const arrow::Table>;
-  // decode(g): row group g decoded (one chunk per column).  estimate(g):
-  // its decoded bytes before decoding (for the room check).
+  // decode(g): row group g decoded (its columns in chunks of the same
+  // rows).  estimate(g): its decoded bytes before decoding (for the room
+  // check).
   RowGroupCache(uint32_t row_groups, uint64_t budget, std::function<Result<Table>(uint32_t)> decode,
                 std::function<uint64_t(uint32_t)> estimate);
   ~RowGroupCache();
