@@ -68,6 +68,10 @@ struct ParquetStats {
   uint64_t behind_timeouts = 0;     // waits for row groups behind a reader that ran out (RowGroupCache)
   uint64_t cache_budget = 0;        // the most the cache holds (ParquetOptions::cache_bytes, or chosen)
   uint64_t requests = 0, bytes_fetched = 0;  // remote files: range requests (and sizes asked), bytes received
+  // The decode pool's (src/parquet/decode_pool.h): the most it keeps of
+  // freed blocks for the next decodes (beside cache_budget), what it keeps
+  // now, and the large blocks given from them or made fresh.
+  uint64_t pool_keep = 0, pool_kept_bytes = 0, pool_reused = 0, pool_fresh = 0;
 };
 
 class ParquetDataset : public NativeDataset {

@@ -74,6 +74,10 @@ PYBIND11_MODULE(_stoker_parquet, m) {
              out["pages_decoded"] = s.pages_decoded;
              out["evictions"] = s.evictions;
              out["cache_budget"] = s.cache_budget;
+             out["pool_keep"] = s.pool_keep;
+             out["pool_kept_bytes"] = s.pool_kept_bytes;
+             out["pool_reused"] = s.pool_reused;
+             out["pool_fresh"] = s.pool_fresh;
              return out; })
       // This rank's order of an epoch, an EpochOrder (row groups shuffled
       // `window` at a time; the readers decode ahead in it).

@@ -163,8 +163,10 @@ class ParquetDataset(NativeDataset):
     @property
     def memory_bytes(self) -> int:
         """What this dataset holds of a loader's max_memory: its decoded row
-        groups' budget.  stoker.DataLoader gives the slot pool the rest."""
-        return int(self._native.stats()["cache_budget"])
+        groups' budget, and the freed blocks its decodes keep for the next
+        ones (pool_keep).  stoker.DataLoader gives the slot pool the rest."""
+        s = self._native.stats()
+        return int(s["cache_budget"]) + int(s["pool_keep"])
 
     def sampler(self, shuffle: bool = False, seed: int = 0, rank: int = 0, world_size: int = 1, pad: bool = True):
         """The sampler stoker.DataLoader gives this dataset (RowGroupSampler)."""

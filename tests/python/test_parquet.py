@@ -255,12 +255,14 @@ def test_the_decoded_row_groups_are_part_of_max_memory(files):
     d, _ = files
     ds = stoker.io.ParquetDataset(d, columns=["id", "emb"], shuffle_window=4)
     held = ds.memory_bytes
-    assert held == ds.stats()["cache_budget"] > 64 << 20  # (the window's row groups and 64 MiB)
+    # (the window's row groups and 64 MiB, and the freed blocks kept for the next decodes: 2 row groups)
+    st = ds.stats()
+    assert held == st["cache_budget"] + st["pool_keep"] and st["cache_budget"] > 64 << 20 and st["pool_keep"] > 0
     loader = stoker.DataLoader(ds, batch_size=32, shuffle=True, num_workers=2, max_memory=held + (32 << 20))
     assert sorted(i for b in loader for i in b["id"].tolist()) == list(range(N_ROWS))
     st = loader.stats(False)
     assert st["max_memory"] == held + (32 << 20) and st["dataset_memory_bytes"] == held
-    assert st["budget_bytes"] <= 32 << 20 and ds.stats()["peak_decoded_bytes"] <= held
+    assert st["budget_bytes"] <= 32 << 20 and ds.stats()["peak_decoded_bytes"] <= ds.stats()["cache_budget"]
     # Read by worker processes (a collate_fn of the user's), each holds a cache.
     workers = stoker.DataLoader(ds, batch_size=32, num_workers=2, max_memory=2 * held + (32 << 20),
                                 collate_fn=lambda rows: len(rows))
@@ -279,15 +281,20 @@ def test_an_epoch_in_order_holds_a_few_row_groups_not_the_shuffle_window(tmp_pat
     ds = stoker.io.ParquetDataset(tmp_path / "big.parquet")
     window = ds.memory_bytes
     loader = stoker.DataLoader(ds, batch_size=64, num_workers=2, max_memory=window - (8 << 20))
-    assert ds.memory_bytes == ds._native.cache_bytes_for(6) < window - (24 << 20)
+    keep = ds.stats()["pool_keep"]
+    assert ds.memory_bytes == ds._native.cache_bytes_for(6) + keep < window - (24 << 20)
     assert sum(len(b["id"]) for b in loader) == 24 * 512
+    # Decodes were given the blocks of row groups dropped before (its 2 MiB of
+    # values each: a decode pool's size), and no more were kept than pool_keep.
+    pool = ds.stats()
+    assert pool["pool_reused"] >= 16 and 0 < pool["pool_kept_bytes"] <= pool["pool_keep"] == keep, pool
     assert loader.stats(False)["dataset_memory_bytes"] == ds.memory_bytes
     with pytest.raises(ValueError, match=r"holds the dataset's decoded data .*shuffle_window"):
         stoker.DataLoader(ds, batch_size=64, num_workers=2, shuffle=True, max_memory=window - (8 << 20))
     # A cache_bytes given is kept, shuffled or not.
     fixed = stoker.io.ParquetDataset(tmp_path / "big.parquet", cache_bytes=100 << 20)
     stoker.DataLoader(fixed, batch_size=64, num_workers=2, max_memory=200 << 20)
-    assert fixed.memory_bytes == 100 << 20
+    assert fixed.memory_bytes == (100 << 20) + fixed.stats()["pool_keep"]
 
 
 def test_ranks_take_disjoint_parts_that_cover_the_epoch(files):
