@@ -144,8 +144,8 @@ Result<std::vector<std::string>> ListRemote(const std::vector<std::string>& path
 }  // namespace
 
 struct ParquetDataset::Impl {
-  // The pool row groups are decoded into (decode_pool.h), its cap the
-  // cache's budget.  First: it goes last, after every decoded buffer.
+  // The pool row groups are decoded into (decode_pool.h; what it keeps is
+  // set in Open).  First: it goes last, after every decoded buffer.
   struct Pool {
     DecodePool* p = new DecodePool(0);
     ~Pool() { p->Close(); }
