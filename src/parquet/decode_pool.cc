@@ -54,29 +54,35 @@ arrow::Status DecodePool::Allocate(int64_t size, int64_t alignment, uint8_t** ou
   if (size == 0) return under_->Allocate(0, alignment, out);  // (Arrow's empty area, never freed)
   if (!Pooled(size, alignment)) {
     ARROW_RETURN_NOT_OK(under_->Allocate(size, alignment, out));
-  } else {
-    const int64_t c = ClassOf(size);
-    std::unique_lock<std::mutex> l(mu_);
-    auto it = kept_.find(c);
-    if (it != kept_.end()) {
-      *out = it->second.back();
-      it->second.pop_back();
-      if (it->second.empty()) kept_.erase(it);
-      s_.kept -= static_cast<uint64_t>(c);
-      ++s_.reused;
-    } else {
-      l.unlock();
-      ARROW_RETURN_NOT_OK(under_->Allocate(c, kAlignment, out));
-      l.lock();
-      ++s_.fresh;
-    }
+    std::lock_guard<std::mutex> l(mu_);
+    CountLocked(0, size, true);
+    return arrow::Status::OK();
   }
-  std::lock_guard<std::mutex> l(mu_);
-  ++allocations_, ++blocks_in_use_;
-  total_bytes_ += size;
-  bytes_ += size;
-  max_bytes_ = std::max(max_bytes_, bytes_);
+  const int64_t c = ClassOf(size);
+  std::unique_lock<std::mutex> l(mu_);
+  auto it = kept_.find(c);
+  if (it != kept_.end()) {
+    *out = it->second.back();
+    it->second.pop_back();
+    if (it->second.empty()) kept_.erase(it);
+    s_.kept -= static_cast<uint64_t>(c);
+    ++s_.reused;
+  } else {
+    l.unlock();
+    ARROW_RETURN_NOT_OK(under_->Allocate(c, kAlignment, out));
+    l.lock();
+    ++s_.fresh;
+  }
+  CountLocked(0, size, true);
   return arrow::Status::OK();
+}
+
+void DecodePool::CountLocked(int64_t old_size, int64_t new_size, bool new_block) {
+  ++allocations_;
+  blocks_in_use_ += new_block ? 1 : 0;
+  total_bytes_ += std::max<int64_t>(new_size - old_size, 0);
+  bytes_ += new_size - old_size;
+  max_bytes_ = std::max(max_bytes_, bytes_);
 }
 
 arrow::Status DecodePool::Reallocate(int64_t old_size, int64_t new_size, int64_t alignment, uint8_t** ptr) {
@@ -94,10 +100,7 @@ arrow::Status DecodePool::Reallocate(int64_t old_size, int64_t new_size, int64_t
   // A small block is the default pool's to grow; a large one holds its class.
   if (!Pooled(old_size, alignment)) ARROW_RETURN_NOT_OK(under_->Reallocate(old_size, new_size, alignment, ptr));
   std::lock_guard<std::mutex> l(mu_);
-  ++allocations_;
-  total_bytes_ += std::max<int64_t>(new_size - old_size, 0);
-  bytes_ += new_size - old_size;
-  max_bytes_ = std::max(max_bytes_, bytes_);
+  CountLocked(old_size, new_size, false);
   return arrow::Status::OK();
 }
 

@@ -79,6 +79,8 @@ class DecodePool final : public arrow::MemoryPool {
   ~DecodePool() override;
   static bool Pooled(int64_t size, int64_t alignment) { return size >= kMinKept && alignment <= kAlignment; }
   void TrimLocked();  // kept blocks past keep_ go, the largest first
+  // The counters of an allocation (old_size 0, a new block) or a growth in place.
+  void CountLocked(int64_t old_size, int64_t new_size, bool new_block);
 
   arrow::MemoryPool* const under_;
   mutable std::mutex mu_;
